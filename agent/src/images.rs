@@ -1,0 +1,168 @@
+//! `mpiswarm images`: builds the rank image with no registry and loads it into
+//! Docker engines that run as containers (the nodes of a multi-node swarm on
+//! one machine). The build recipe lives in `images/` at the repository root
+//! and is compiled into this binary, so a bare `mpiswarm` can build the image;
+//! this module only drives it. It never pulls or pushes.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use clap::{Args, Subcommand};
+use tokio::process::Command;
+
+/// The tag the agent and the controller use for MPI ranks by default.
+pub const RANK_IMAGE: &str = concat!("mpiswarm/openmpi:", env!("CARGO_PKG_VERSION"));
+
+/// The files of `images/`, byte for byte: `build.sh` hashes them, so an
+/// embedded copy and a checkout produce the same cache key.
+const RECIPE: &[(&str, &str)] = &[
+    ("build.sh", include_str!("../../images/build.sh")),
+    ("Dockerfile", include_str!("../../images/Dockerfile")),
+    ("pi.c", include_str!("../../images/pi.c")),
+    ("mpiswarm-rank", include_str!("../../images/mpiswarm-rank")),
+    ("sshd-mpiswarm.conf", include_str!("../../images/sshd-mpiswarm.conf")),
+    ("ssh-mpiswarm.conf", include_str!("../../images/ssh-mpiswarm.conf")),
+    ("hpccinf.txt", include_str!("../../images/hpccinf.txt")),
+];
+
+#[derive(Args, Debug, Clone)]
+pub struct ImagesArgs {
+    #[command(subcommand)]
+    pub command: ImagesCommand,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum ImagesCommand {
+    /// Build mpiswarm/openmpi:<version> (debootstrap + docker import + Dockerfile).
+    ///
+    /// Takes seconds when nothing changed: the image carries the hash of its
+    /// inputs, and the debootstrap rootfs is cached under /var/cache/mpiswarm.
+    Build {
+        /// Tag to build.
+        #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
+        version: String,
+        /// Rebuild the image even if its inputs did not change (the rootfs cache is kept).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Copy an image into Docker engines running inside containers
+    /// (`docker save | docker exec -i NODE docker load`).
+    Load {
+        /// Container name or id of a node; repeat for several nodes.
+        #[arg(long = "into", required = true)]
+        nodes: Vec<String>,
+        /// Image to copy.
+        #[arg(long, default_value = RANK_IMAGE)]
+        image: String,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImagesError {
+    #[error("could not prepare the build context in {dir}: {source}")]
+    Context { dir: PathBuf, source: std::io::Error },
+    #[error("could not run `{command}`: {source} (is it installed and on PATH?)")]
+    Spawn { command: String, source: std::io::Error },
+    #[error("`{command}` failed with {status}")]
+    Failed { command: String, status: std::process::ExitStatus },
+}
+
+pub async fn run(args: ImagesArgs) -> Result<(), ImagesError> {
+    match args.command {
+        ImagesCommand::Build { version, force } => {
+            let image = build(&version, force).await?;
+            println!("{image}");
+        }
+        ImagesCommand::Load { nodes, image } => {
+            for node in &nodes {
+                load_into(&image, node).await?;
+                tracing::info!(%image, %node, "image loaded");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Builds the rank image tagged `version` and returns its name.
+pub async fn build(version: &str, force: bool) -> Result<String, ImagesError> {
+    let context = tempfile::tempdir().map_err(|source| ImagesError::Context {
+        dir: std::env::temp_dir(),
+        source,
+    })?;
+    write_recipe(context.path())?;
+    let script = context.path().join("build.sh");
+    let mut command = Command::new("bash");
+    command.arg(&script).arg(version);
+    if force {
+        command.arg("--force");
+    }
+    command.stderr(Stdio::inherit()).stdout(Stdio::piped());
+    let describe = format!("bash {} {version}", script.display());
+    let output = command
+        .output()
+        .await
+        .map_err(|source| ImagesError::Spawn { command: describe.clone(), source })?;
+    if !output.status.success() {
+        return Err(ImagesError::Failed { command: describe, status: output.status });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+}
+
+fn write_recipe(dir: &Path) -> Result<(), ImagesError> {
+    for (name, text) in RECIPE {
+        let path = dir.join(name);
+        std::fs::write(&path, text)
+            .map_err(|source| ImagesError::Context { dir: dir.to_owned(), source })?;
+    }
+    Ok(())
+}
+
+/// `docker save IMAGE | docker exec -i NODE docker load`, streamed so a
+/// 300 MB image never sits in memory.
+pub async fn load_into(image: &str, node: &str) -> Result<(), ImagesError> {
+    let save_cmd = format!("docker save {image}");
+    let mut save = Command::new("docker")
+        .args(["save", image])
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|source| ImagesError::Spawn { command: save_cmd.clone(), source })?;
+    let pipe: Stdio = save
+        .stdout
+        .take()
+        .expect("stdout was piped")
+        .try_into()
+        .map_err(|source| ImagesError::Spawn { command: save_cmd.clone(), source })?;
+    let load_cmd = format!("docker exec -i {node} docker load");
+    let load = Command::new("docker")
+        .args(["exec", "-i", node, "docker", "load"])
+        .stdin(pipe)
+        .stdout(Stdio::null())
+        .status();
+    let (saved, loaded) = tokio::join!(save.wait(), load);
+    let saved = saved.map_err(|source| ImagesError::Spawn { command: save_cmd.clone(), source })?;
+    let loaded = loaded.map_err(|source| ImagesError::Spawn { command: load_cmd.clone(), source })?;
+    if !saved.success() {
+        return Err(ImagesError::Failed { command: save_cmd, status: saved });
+    }
+    if !loaded.success() {
+        return Err(ImagesError::Failed { command: load_cmd, status: loaded });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_file_of_the_images_directory_is_embedded() {
+        let images = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images");
+        let listed: std::collections::BTreeSet<_> = RECIPE.iter().map(|(n, _)| n.to_string()).collect();
+        let sources: std::collections::BTreeSet<_> = std::fs::read_dir(&images)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "README.md")
+            .collect();
+        assert_eq!(listed, sources, "every file of images/ must be embedded (README.md excepted)");
+    }
+}

@@ -1,0 +1,93 @@
+#!/bin/bash
+# Builds the rank image mpiswarm/openmpi:<version> with no registry:
+#   1. debootstrap two bookworm rootfs (runtime, and builder = runtime + gcc and
+#      libopenmpi-dev), each kept as a tarball under the cache directory;
+#   2. `docker import` each tarball as mpiswarm/rootfs:<flavour>-<key>;
+#   3. `docker build` the Dockerfile here, which compiles pi.c in the builder
+#      and copies it into the runtime.
+# Caching: the image carries the hash of every input in the label
+# mpiswarm.io/inputs; when the existing image has the same hash nothing is done.
+# Rootfs tarballs are keyed by suite, mirror and package list, so a new CI run
+# on this machine reuses them while a fresh machine builds them.
+#
+# usage: build.sh VERSION [--force]
+# env:   MPISWARM_CACHE_DIR (default /var/cache/mpiswarm)
+#        MPISWARM_DEBIAN_MIRROR (default http://deb.debian.org/debian)
+set -euo pipefail
+
+version=${1:?usage: build.sh VERSION [--force]}
+force=${2:-}
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${MPISWARM_CACHE_DIR:-/var/cache/mpiswarm}
+mirror=${MPISWARM_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+suite=bookworm
+image=mpiswarm/openmpi:${version}
+
+runtime_packages=openmpi-bin,openssh-server,openssh-client,iproute2,procps,hpcc,ca-certificates
+# libopenmpi-dev needs automake through libltdl-dev, which debootstrap does not resolve.
+builder_packages=${runtime_packages},gcc,libc6-dev,libopenmpi-dev,automake
+
+log() { echo "images: $*" >&2; }
+
+inputs_hash() {
+    (
+        cd "$here"
+        printf '%s\n' "$version" "$suite" "$mirror" "$runtime_packages" "$builder_packages"
+        sha256sum build.sh Dockerfile pi.c mpiswarm-rank sshd-mpiswarm.conf ssh-mpiswarm.conf hpccinf.txt
+    ) | sha256sum | cut -c1-16
+}
+
+image_label() {
+    docker image inspect -f '{{ index .Config.Labels "mpiswarm.io/inputs" }}' "$1" 2>/dev/null || true
+}
+
+# rootfs FLAVOUR PACKAGES -> prints the image name of that rootfs
+rootfs() {
+    local flavour=$1 packages=$2
+    local key
+    key=$(printf '%s\n' "$suite" "$mirror" "$packages" | sha256sum | cut -c1-16)
+    local name=mpiswarm/rootfs:${flavour}-${key}
+    if docker image inspect "$name" >/dev/null 2>&1; then
+        log "rootfs $name present"
+        echo "$name"
+        return
+    fi
+    local tarball=$cache/rootfs-${flavour}-${key}.tar
+    if [ ! -s "$tarball" ]; then
+        command -v debootstrap >/dev/null || { log "debootstrap is not installed (apt-get install debootstrap)"; exit 1; }
+        mkdir -p "$cache/debs"
+        local root
+        root=$(mktemp -d "$cache/root-${flavour}.XXXXXX")
+        log "debootstrap $suite ($flavour) into $root"
+        debootstrap --variant=minbase --cache-dir="$cache/debs" --include="$packages" \
+            "$suite" "$root" "$mirror" >&2
+        # Shrink: package lists and the apt cache are useless in a rank.
+        chroot "$root" apt-get clean
+        rm -rf "$root"/var/lib/apt/lists/* "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/*
+        tar -C "$root" --numeric-owner -cf "$tarball.partial" .
+        mv "$tarball.partial" "$tarball"
+        rm -rf "$root"
+    else
+        log "reusing $tarball"
+    fi
+    docker import -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+        -c "LABEL mpiswarm.io/rootfs=${flavour}-${key}" "$tarball" "$name" >/dev/null
+    log "imported $name"
+    echo "$name"
+}
+
+hash=$(inputs_hash)
+if [ "$force" != "--force" ] && [ "$(image_label "$image")" = "$hash" ]; then
+    log "$image is up to date (inputs $hash)"
+    echo "$image"
+    exit 0
+fi
+
+runtime=$(rootfs runtime "$runtime_packages")
+builder=$(rootfs builder "$builder_packages")
+log "building $image (inputs $hash)"
+DOCKER_BUILDKIT=0 docker build -q \
+    --build-arg "BUILDER=$builder" --build-arg "RUNTIME=$runtime" \
+    --label "mpiswarm.io/inputs=$hash" --label "mpiswarm.io/component=rank-image" \
+    -t "$image" "$here" >&2
+echo "$image"
