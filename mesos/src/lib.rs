@@ -1,0 +1,36 @@
+//! Mesos v1 wire types and codecs: the one home of the Mesos vocabulary in
+//! mpiswarm.
+//!
+//! - [`scheduler`]: the v1 scheduler API `Call` / `Event` (scheduler.proto),
+//!   and everything they carry ([`ids`], [`resources`], [`framework`],
+//!   [`task`], [`status`], [`offer`]).
+//! - [`agent_api`]: the mpiswarm agent API spoken between node agents and
+//!   the offer layer (documented in `offers/README.md`).
+//! - [`recordio`]: the RecordIO framing of event streams.
+//! - [`client`]: an async scheduler client for frameworks.
+//!
+//! JSON follows protobuf's JSON mapping as Mesos' stout writes and reads it:
+//! field names in snake_case, enums as their names, `bytes` as base64,
+//! unknown fields ignored, missing required fields rejected. This crate
+//! does no I/O except in [`client`].
+
+pub mod agent_api;
+pub mod base64_bytes;
+
+pub mod framework;
+pub mod ids;
+pub mod offer;
+
+pub mod recordio;
+pub mod resources;
+pub mod scheduler;
+pub mod status;
+pub mod task;
+
+pub use base64_bytes::Bytes;
+pub use framework::{Address, Filters, FrameworkInfo, MasterInfo, Url};
+pub use ids::{AgentId, ExecutorId, FrameworkId, OfferId, TaskId};
+pub use offer::{Offer, Operation, OperationType};
+pub use resources::{Attribute, Label, Labels, Resource, ValueType};
+pub use status::{Reason, Source, TaskState, TaskStatus};
+pub use task::{CommandInfo, ContainerInfo, ExecutorInfo, NetworkInfo, TaskGroupInfo, TaskInfo};

@@ -1,0 +1,1 @@
+//! The mpiswarm offer layer (work in progress).
