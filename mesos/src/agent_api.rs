@@ -58,8 +58,11 @@ pub struct Subscribe {
     pub tasks: Vec<ReportedTask>,
 }
 
+/// A task status change; `framework_id` is needed because task ids are only
+/// unique within a framework.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Update {
+    pub framework_id: FrameworkId,
     pub status: TaskStatus,
 }
 
@@ -95,12 +98,12 @@ impl Call {
         }
     }
 
-    pub fn update(agent_id: AgentId, status: TaskStatus) -> Self {
+    pub fn update(agent_id: AgentId, framework_id: FrameworkId, status: TaskStatus) -> Self {
         Self {
             kind: CallType::Update,
             agent_id: Some(agent_id),
             subscribe: None,
-            update: Some(Update { status }),
+            update: Some(Update { framework_id, status }),
         }
     }
 }
@@ -225,54 +228,33 @@ impl Event {
 
     pub fn subscribed(agent_id: AgentId, heartbeat_interval_seconds: f64) -> Self {
         Self {
-            subscribed: Some(Subscribed {
-                agent_id,
-                heartbeat_interval_seconds,
-            }),
+            subscribed: Some(Subscribed { agent_id, heartbeat_interval_seconds }),
             ..Self::bare(EventType::Subscribed)
         }
     }
 
     pub fn launch(launch: Launch) -> Self {
-        Self {
-            launch: Some(launch),
-            ..Self::bare(EventType::Launch)
-        }
+        Self { launch: Some(launch), ..Self::bare(EventType::Launch) }
     }
 
     pub fn launch_group(launch_group: LaunchGroup) -> Self {
-        Self {
-            launch_group: Some(launch_group),
-            ..Self::bare(EventType::LaunchGroup)
-        }
+        Self { launch_group: Some(launch_group), ..Self::bare(EventType::LaunchGroup) }
     }
 
     pub fn kill(kill: Kill) -> Self {
-        Self {
-            kill: Some(kill),
-            ..Self::bare(EventType::Kill)
-        }
+        Self { kill: Some(kill), ..Self::bare(EventType::Kill) }
     }
 
     pub fn shutdown(shutdown: Shutdown) -> Self {
-        Self {
-            shutdown: Some(shutdown),
-            ..Self::bare(EventType::Shutdown)
-        }
+        Self { shutdown: Some(shutdown), ..Self::bare(EventType::Shutdown) }
     }
 
     pub fn acknowledged(acknowledged: Acknowledged) -> Self {
-        Self {
-            acknowledged: Some(acknowledged),
-            ..Self::bare(EventType::Acknowledged)
-        }
+        Self { acknowledged: Some(acknowledged), ..Self::bare(EventType::Acknowledged) }
     }
 
     pub fn message(message: Message) -> Self {
-        Self {
-            message: Some(message),
-            ..Self::bare(EventType::Message)
-        }
+        Self { message: Some(message), ..Self::bare(EventType::Message) }
     }
 
     pub fn heartbeat() -> Self {
@@ -280,11 +262,6 @@ impl Event {
     }
 
     pub fn error(message: impl Into<String>) -> Self {
-        Self {
-            error: Some(Error {
-                message: message.into(),
-            }),
-            ..Self::bare(EventType::Error)
-        }
+        Self { error: Some(Error { message: message.into() }), ..Self::bare(EventType::Error) }
     }
 }

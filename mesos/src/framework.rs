@@ -71,9 +71,7 @@ impl FrameworkInfo {
             hostname: None,
             principal: None,
             webui_url: None,
-            capabilities: vec![Capability {
-                kind: Some(CapabilityType::MultiRole),
-            }],
+            capabilities: vec![Capability { kind: Some(CapabilityType::MultiRole) }],
             labels: None,
         }
     }
@@ -142,9 +140,7 @@ impl Filters {
     pub const MAX_REFUSE_SECONDS: f64 = 365.0 * 24.0 * 3600.0;
 
     pub fn refuse(seconds: f64) -> Self {
-        Self {
-            refuse_seconds: Some(seconds),
-        }
+        Self { refuse_seconds: Some(seconds) }
     }
 
     /// `refuse_seconds` with Mesos' rules: absent, negative or not finite

@@ -16,10 +16,12 @@
 
 pub mod agent_api;
 pub mod base64_bytes;
+pub mod client;
 
 pub mod framework;
 pub mod ids;
 pub mod offer;
+pub mod quantities;
 
 pub mod recordio;
 pub mod resources;

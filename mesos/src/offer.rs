@@ -100,20 +100,11 @@ impl Operation {
 
     /// A LAUNCH of `tasks`.
     pub fn launch(tasks: Vec<TaskInfo>) -> Self {
-        Self {
-            launch: Some(Launch { task_infos: tasks }),
-            ..Self::bare(OperationType::Launch)
-        }
+        Self { launch: Some(Launch { task_infos: tasks }), ..Self::bare(OperationType::Launch) }
     }
 
     /// A LAUNCH_GROUP of `task_group` under `executor`.
     pub fn launch_group(executor: ExecutorInfo, task_group: TaskGroupInfo) -> Self {
-        Self {
-            launch_group: Some(LaunchGroup {
-                executor,
-                task_group,
-            }),
-            ..Self::bare(OperationType::LaunchGroup)
-        }
+        Self { launch_group: Some(LaunchGroup { executor, task_group }), ..Self::bare(OperationType::LaunchGroup) }
     }
 }

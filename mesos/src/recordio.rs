@@ -44,10 +44,7 @@ impl Default for RecordIoCodec {
 
 impl RecordIoCodec {
     pub fn new(max_record_bytes: usize) -> Self {
-        Self {
-            max_record_bytes,
-            pending: None,
-        }
+        Self { max_record_bytes, pending: None }
     }
 }
 
@@ -69,21 +66,13 @@ impl Decoder for RecordIoCodec {
                     return Ok(None);
                 };
                 let header = &src[..newline];
-                if header.is_empty()
-                    || header.len() > MAX_HEADER_DIGITS
-                    || !header.iter().all(u8::is_ascii_digit)
-                {
+                if header.is_empty() || header.len() > MAX_HEADER_DIGITS || !header.iter().all(u8::is_ascii_digit) {
                     return Err(bad_length(header));
                 }
-                let length: usize = std::str::from_utf8(header)
-                    .ok()
-                    .and_then(|s| s.parse().ok())
-                    .ok_or_else(|| bad_length(header))?;
+                let length: usize =
+                    std::str::from_utf8(header).ok().and_then(|s| s.parse().ok()).ok_or_else(|| bad_length(header))?;
                 if length > self.max_record_bytes {
-                    return Err(RecordIoError::TooLarge {
-                        length,
-                        max: self.max_record_bytes,
-                    });
+                    return Err(RecordIoError::TooLarge { length, max: self.max_record_bytes });
                 }
                 src.advance(newline + 1);
                 self.pending = Some(length);
@@ -102,17 +91,13 @@ impl Decoder for RecordIoCodec {
         match self.decode(src)? {
             Some(record) => Ok(Some(record)),
             None if src.is_empty() && self.pending.is_none() => Ok(None),
-            None => Err(RecordIoError::Truncated {
-                buffered: src.len(),
-            }),
+            None => Err(RecordIoError::Truncated { buffered: src.len() }),
         }
     }
 }
 
 fn bad_length(header: &[u8]) -> RecordIoError {
-    RecordIoError::BadLength {
-        header: String::from_utf8_lossy(header).into_owned(),
-    }
+    RecordIoError::BadLength { header: String::from_utf8_lossy(header).into_owned() }
 }
 
 impl Encoder<Bytes> for RecordIoCodec {
@@ -150,9 +135,7 @@ mod tests {
     fn framing_is_length_newline_bytes_with_no_separator() {
         let mut out = BytesMut::new();
         let mut codec = RecordIoCodec::default();
-        codec
-            .encode(Bytes::from_static(b"{\"type\":\"HEARTBEAT\"}"), &mut out)
-            .unwrap();
+        codec.encode(Bytes::from_static(b"{\"type\":\"HEARTBEAT\"}"), &mut out).unwrap();
         codec.encode(Bytes::from_static(b"ab"), &mut out).unwrap();
         assert_eq!(&out[..], b"20\n{\"type\":\"HEARTBEAT\"}2\nab");
     }
@@ -160,9 +143,7 @@ mod tests {
     #[test]
     fn a_non_numeric_header_is_rejected_with_the_header() {
         let mut codec = RecordIoCodec::default();
-        let err = codec
-            .decode(&mut BytesMut::from(&b"1x\nab"[..]))
-            .unwrap_err();
+        let err = codec.decode(&mut BytesMut::from(&b"1x\nab"[..])).unwrap_err();
         assert!(err.to_string().contains("\"1x\""), "{err}");
     }
 
@@ -170,16 +151,7 @@ mod tests {
     fn an_oversized_record_is_rejected_before_buffering() {
         let mut codec = RecordIoCodec::new(10);
         let err = codec.decode(&mut BytesMut::from(&b"11\n"[..])).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                RecordIoError::TooLarge {
-                    length: 11,
-                    max: 10
-                }
-            ),
-            "{err}"
-        );
+        assert!(matches!(err, RecordIoError::TooLarge { length: 11, max: 10 }), "{err}");
     }
 
     #[test]
@@ -187,10 +159,7 @@ mod tests {
         let mut codec = RecordIoCodec::default();
         let mut buf = BytesMut::from(&b"5\nab"[..]);
         assert!(codec.decode(&mut buf).unwrap().is_none());
-        assert!(matches!(
-            codec.decode_eof(&mut buf),
-            Err(RecordIoError::Truncated { .. })
-        ));
+        assert!(matches!(codec.decode_eof(&mut buf), Err(RecordIoError::Truncated { .. })));
     }
 
     proptest! {

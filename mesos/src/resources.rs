@@ -124,32 +124,18 @@ impl Resource {
 
     /// An unreserved scalar resource, e.g. `Resource::scalar("cpus", 2.0)`.
     pub fn scalar(name: &str, value: f64) -> Self {
-        Self {
-            scalar: Some(Scalar { value }),
-            ..Self::bare(name, ValueType::Scalar)
-        }
+        Self { scalar: Some(Scalar { value }), ..Self::bare(name, ValueType::Scalar) }
     }
 
     /// An unreserved ranges resource, e.g. ports `[(31000, 32000)]`.
     pub fn ranges(name: &str, ranges: impl IntoIterator<Item = (u64, u64)>) -> Self {
-        let range = ranges
-            .into_iter()
-            .map(|(begin, end)| Range { begin, end })
-            .collect();
-        Self {
-            ranges: Some(Ranges { range }),
-            ..Self::bare(name, ValueType::Ranges)
-        }
+        let range = ranges.into_iter().map(|(begin, end)| Range { begin, end }).collect();
+        Self { ranges: Some(Ranges { range }), ..Self::bare(name, ValueType::Ranges) }
     }
 
     /// An unreserved set resource.
     pub fn set(name: &str, items: impl IntoIterator<Item = String>) -> Self {
-        Self {
-            set: Some(Set {
-                item: items.into_iter().collect(),
-            }),
-            ..Self::bare(name, ValueType::Set)
-        }
+        Self { set: Some(Set { item: items.into_iter().collect() }), ..Self::bare(name, ValueType::Set) }
     }
 
     /// The scalar value, if this is a scalar resource.
@@ -159,20 +145,14 @@ impl Resource {
 
     /// This resource as allocated to `role` (sets `allocation_info`).
     pub fn allocated_to(mut self, role: &str) -> Self {
-        self.allocation_info = Some(AllocationInfo {
-            role: Some(role.to_owned()),
-        });
+        self.allocation_info = Some(AllocationInfo { role: Some(role.to_owned()) });
         self
     }
 }
 
 /// Sum of the scalar resources called `name` in `resources` (e.g. all `cpus`).
 pub fn scalar_sum(resources: &[Resource], name: &str) -> f64 {
-    resources
-        .iter()
-        .filter(|r| r.name == name)
-        .filter_map(Resource::scalar_value)
-        .sum()
+    resources.iter().filter(|r| r.name == name).filter_map(Resource::scalar_value).sum()
 }
 
 /// `Attribute`: a fact about an agent (rack, zone, node id...) that
@@ -200,9 +180,7 @@ impl Attribute {
             scalar: None,
             ranges: None,
             set: None,
-            text: Some(Text {
-                value: value.to_owned(),
-            }),
+            text: Some(Text { value: value.to_owned() }),
         }
     }
 
@@ -240,21 +218,12 @@ pub struct Labels {
 
 impl Labels {
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.labels
-            .iter()
-            .find(|l| l.key == key)
-            .and_then(|l| l.value.as_deref())
+        self.labels.iter().find(|l| l.key == key).and_then(|l| l.value.as_deref())
     }
 
     pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
         Self {
-            labels: pairs
-                .into_iter()
-                .map(|(k, v)| Label {
-                    key: k.to_owned(),
-                    value: Some(v.to_owned()),
-                })
-                .collect(),
+            labels: pairs.into_iter().map(|(k, v)| Label { key: k.to_owned(), value: Some(v.to_owned()) }).collect(),
         }
     }
 }

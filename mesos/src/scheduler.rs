@@ -199,11 +199,7 @@ impl Call {
     pub fn subscribe(framework_info: FrameworkInfo) -> Self {
         let id = framework_info.id.clone();
         Self {
-            subscribe: Some(Subscribe {
-                framework_info,
-                suppressed_roles: Vec::new(),
-                offer_constraints: None,
-            }),
+            subscribe: Some(Subscribe { framework_info, suppressed_roles: Vec::new(), offer_constraints: None }),
             ..Self::new(CallType::Subscribe, id)
         }
     }
@@ -215,20 +211,12 @@ impl Call {
         filters: Option<Filters>,
     ) -> Self {
         Self {
-            accept: Some(Accept {
-                offer_ids,
-                operations,
-                filters,
-            }),
+            accept: Some(Accept { offer_ids, operations, filters }),
             ..Self::new(CallType::Accept, Some(framework_id.clone()))
         }
     }
 
-    pub fn decline(
-        framework_id: &FrameworkId,
-        offer_ids: Vec<OfferId>,
-        filters: Option<Filters>,
-    ) -> Self {
+    pub fn decline(framework_id: &FrameworkId, offer_ids: Vec<OfferId>, filters: Option<Filters>) -> Self {
         Self {
             decline: Some(Decline { offer_ids, filters }),
             ..Self::new(CallType::Decline, Some(framework_id.clone()))
@@ -236,89 +224,48 @@ impl Call {
     }
 
     pub fn revive(framework_id: &FrameworkId, roles: Vec<String>) -> Self {
-        Self {
-            revive: Some(Roles { roles }),
-            ..Self::new(CallType::Revive, Some(framework_id.clone()))
-        }
+        Self { revive: Some(Roles { roles }), ..Self::new(CallType::Revive, Some(framework_id.clone())) }
     }
 
     pub fn suppress(framework_id: &FrameworkId, roles: Vec<String>) -> Self {
-        Self {
-            suppress: Some(Roles { roles }),
-            ..Self::new(CallType::Suppress, Some(framework_id.clone()))
-        }
+        Self { suppress: Some(Roles { roles }), ..Self::new(CallType::Suppress, Some(framework_id.clone())) }
     }
 
     pub fn kill(framework_id: &FrameworkId, task_id: TaskId, agent_id: Option<AgentId>) -> Self {
         Self {
-            kill: Some(Kill {
-                task_id,
-                agent_id,
-                kill_policy: None,
-            }),
+            kill: Some(Kill { task_id, agent_id, kill_policy: None }),
             ..Self::new(CallType::Kill, Some(framework_id.clone()))
         }
     }
 
-    pub fn shutdown(
-        framework_id: &FrameworkId,
-        executor_id: ExecutorId,
-        agent_id: AgentId,
-    ) -> Self {
+    pub fn shutdown(framework_id: &FrameworkId, executor_id: ExecutorId, agent_id: AgentId) -> Self {
         Self {
-            shutdown: Some(Shutdown {
-                executor_id,
-                agent_id,
-            }),
+            shutdown: Some(Shutdown { executor_id, agent_id }),
             ..Self::new(CallType::Shutdown, Some(framework_id.clone()))
         }
     }
 
-    pub fn acknowledge(
-        framework_id: &FrameworkId,
-        agent_id: AgentId,
-        task_id: TaskId,
-        uuid: Bytes,
-    ) -> Self {
+    pub fn acknowledge(framework_id: &FrameworkId, agent_id: AgentId, task_id: TaskId, uuid: Bytes) -> Self {
         Self {
-            acknowledge: Some(Acknowledge {
-                agent_id,
-                task_id,
-                uuid,
-            }),
+            acknowledge: Some(Acknowledge { agent_id, task_id, uuid }),
             ..Self::new(CallType::Acknowledge, Some(framework_id.clone()))
         }
     }
 
     /// RECONCILE; an empty `tasks` is implicit reconciliation.
     pub fn reconcile(framework_id: &FrameworkId, tasks: Vec<ReconcileTask>) -> Self {
-        Self {
-            reconcile: Some(Reconcile { tasks }),
-            ..Self::new(CallType::Reconcile, Some(framework_id.clone()))
-        }
+        Self { reconcile: Some(Reconcile { tasks }), ..Self::new(CallType::Reconcile, Some(framework_id.clone())) }
     }
 
-    pub fn message(
-        framework_id: &FrameworkId,
-        agent_id: AgentId,
-        executor_id: ExecutorId,
-        data: Bytes,
-    ) -> Self {
+    pub fn message(framework_id: &FrameworkId, agent_id: AgentId, executor_id: ExecutorId, data: Bytes) -> Self {
         Self {
-            message: Some(Message {
-                agent_id,
-                executor_id,
-                data,
-            }),
+            message: Some(Message { agent_id, executor_id, data }),
             ..Self::new(CallType::Message, Some(framework_id.clone()))
         }
     }
 
     pub fn request(framework_id: &FrameworkId, requests: Vec<ResourceRequest>) -> Self {
-        Self {
-            request: Some(Request { requests }),
-            ..Self::new(CallType::Request, Some(framework_id.clone()))
-        }
+        Self { request: Some(Request { requests }), ..Self::new(CallType::Request, Some(framework_id.clone())) }
     }
 
     pub fn teardown(framework_id: &FrameworkId) -> Self {
@@ -434,11 +381,7 @@ impl Event {
         }
     }
 
-    pub fn subscribed(
-        framework_id: FrameworkId,
-        heartbeat_interval_seconds: f64,
-        master_info: MasterInfo,
-    ) -> Self {
+    pub fn subscribed(framework_id: FrameworkId, heartbeat_interval_seconds: f64, master_info: MasterInfo) -> Self {
         Self {
             subscribed: Some(Subscribed {
                 framework_id,
@@ -450,47 +393,27 @@ impl Event {
     }
 
     pub fn offers(offers: Vec<Offer>) -> Self {
-        Self {
-            offers: Some(Offers { offers }),
-            ..Self::bare(EventType::Offers)
-        }
+        Self { offers: Some(Offers { offers }), ..Self::bare(EventType::Offers) }
     }
 
     pub fn rescind(offer_id: OfferId) -> Self {
-        Self {
-            rescind: Some(Rescind { offer_id }),
-            ..Self::bare(EventType::Rescind)
-        }
+        Self { rescind: Some(Rescind { offer_id }), ..Self::bare(EventType::Rescind) }
     }
 
     pub fn update(status: TaskStatus) -> Self {
-        Self {
-            update: Some(Update { status }),
-            ..Self::bare(EventType::Update)
-        }
+        Self { update: Some(Update { status }), ..Self::bare(EventType::Update) }
     }
 
     pub fn message(message: Message) -> Self {
-        Self {
-            message: Some(message),
-            ..Self::bare(EventType::Message)
-        }
+        Self { message: Some(message), ..Self::bare(EventType::Message) }
     }
 
     pub fn failure(failure: Failure) -> Self {
-        Self {
-            failure: Some(failure),
-            ..Self::bare(EventType::Failure)
-        }
+        Self { failure: Some(failure), ..Self::bare(EventType::Failure) }
     }
 
     pub fn error(message: impl Into<String>) -> Self {
-        Self {
-            error: Some(Error {
-                message: message.into(),
-            }),
-            ..Self::bare(EventType::Error)
-        }
+        Self { error: Some(Error { message: message.into() }), ..Self::bare(EventType::Error) }
     }
 
     pub fn heartbeat() -> Self {

@@ -57,11 +57,7 @@ pub struct CommandInfo {
 impl CommandInfo {
     /// A shell command (`/bin/sh -c value`).
     pub fn shell(value: &str) -> Self {
-        Self {
-            shell: Some(true),
-            value: Some(value.to_owned()),
-            ..Self::default()
-        }
+        Self { shell: Some(true), value: Some(value.to_owned()), ..Self::default() }
     }
 
     /// Whether `value` runs through a shell (the proto default is true).

@@ -16,15 +16,9 @@ fn offers_are_nested_under_offers_offers_with_roles_and_attributes() {
     assert_eq!(event.kind, EventType::Offers);
     let offer = &event.offers.unwrap().offers[0];
     assert_eq!(offer.resources[0].scalar_value(), Some(4.0));
-    assert_eq!(
-        offer.resources[1].ranges.as_ref().unwrap().range[0].end,
-        32000
-    );
+    assert_eq!(offer.resources[1].ranges.as_ref().unwrap().range[0].end, 32000);
     assert_eq!(offer.attributes[0].text_value(), Some("r1"));
-    assert_eq!(
-        offer.allocation_info.as_ref().unwrap().role.as_deref(),
-        Some("mpi")
-    );
+    assert_eq!(offer.allocation_info.as_ref().unwrap().role.as_deref(), Some("mpi"));
 }
 
 #[test]
@@ -32,18 +26,13 @@ fn unknown_fields_are_ignored_and_the_deprecated_role_is_kept() {
     let json = r#"{"type":"SUBSCRIBE","slave_id":{"value":"x"},"subscribe":{"framework_info":{"user":"root","name":"py","role":"batch","credentials":{}}}}"#;
     let call: Call = serde_json::from_str(json).unwrap();
     assert_eq!(call.kind, Some(CallType::Subscribe));
-    assert_eq!(
-        call.subscribe.unwrap().framework_info.effective_roles(),
-        vec!["batch".to_owned()]
-    );
+    assert_eq!(call.subscribe.unwrap().framework_info.effective_roles(), vec!["batch".to_owned()]);
 }
 
 #[test]
 fn a_missing_required_field_is_an_error_naming_it() {
-    let err = serde_json::from_str::<Call>(
-        r#"{"type":"SUBSCRIBE","subscribe":{"framework_info":{"name":"x"}}}"#,
-    )
-    .unwrap_err();
+    let err = serde_json::from_str::<Call>(r#"{"type":"SUBSCRIBE","subscribe":{"framework_info":{"name":"x"}}}"#)
+        .unwrap_err();
     assert!(err.to_string().contains("user"), "{err}");
 }
 
@@ -55,10 +44,7 @@ fn an_update_carries_state_reason_and_a_base64_uuid() {
     let status = event.update.unwrap().status;
     assert_eq!(status.state, TaskState::Lost);
     assert_eq!(status.reason, Some(Reason::ReasonInvalidOffers));
-    assert_eq!(
-        status.uuid.unwrap().as_slice(),
-        (0u8..16).collect::<Vec<_>>().as_slice()
-    );
+    assert_eq!(status.uuid.unwrap().as_slice(), (0u8..16).collect::<Vec<_>>().as_slice());
 }
 
 #[test]
@@ -77,10 +63,7 @@ fn calls_serialise_as_type_plus_lowercase_submessage() {
         serde_json::to_string(&Call::teardown(&f)).unwrap(),
         r#"{"framework_id":{"value":"F"},"type":"TEARDOWN"}"#
     );
-    assert_eq!(
-        serde_json::to_string(&Event::heartbeat()).unwrap(),
-        r#"{"type":"HEARTBEAT"}"#
-    );
+    assert_eq!(serde_json::to_string(&Event::heartbeat()).unwrap(), r#"{"type":"HEARTBEAT"}"#);
     assert_eq!(
         serde_json::to_string(&Event::error("Framework failed over")).unwrap(),
         r#"{"type":"ERROR","error":{"message":"Framework failed over"}}"#
@@ -89,25 +72,15 @@ fn calls_serialise_as_type_plus_lowercase_submessage() {
 
 #[test]
 fn an_unknown_event_type_from_a_newer_master_is_tolerated() {
-    let event: Event =
-        serde_json::from_str(r#"{"type":"SOMETHING_NEW","something_new":{}}"#).unwrap();
+    let event: Event = serde_json::from_str(r#"{"type":"SOMETHING_NEW","something_new":{}}"#).unwrap();
     assert_eq!(event.kind, EventType::Unknown);
 }
 
 #[test]
 fn refuse_seconds_follow_mesos_defaults_and_caps() {
     assert_eq!(Filters::effective_refuse_seconds(None), 5.0);
-    assert_eq!(
-        Filters::effective_refuse_seconds(Some(&Filters::refuse(-1.0))),
-        5.0
-    );
-    assert_eq!(
-        Filters::effective_refuse_seconds(Some(&Filters::refuse(0.0))),
-        0.0
-    );
-    assert_eq!(
-        Filters::effective_refuse_seconds(Some(&Filters::refuse(1e12))),
-        Filters::MAX_REFUSE_SECONDS
-    );
+    assert_eq!(Filters::effective_refuse_seconds(Some(&Filters::refuse(-1.0))), 5.0);
+    assert_eq!(Filters::effective_refuse_seconds(Some(&Filters::refuse(0.0))), 0.0);
+    assert_eq!(Filters::effective_refuse_seconds(Some(&Filters::refuse(1e12))), Filters::MAX_REFUSE_SECONDS);
     assert!(TaskState::Lost.is_terminal() && !TaskState::Unreachable.is_terminal());
 }

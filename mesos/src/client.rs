@@ -1,0 +1,351 @@
+//! Async HTTP clients of the offer layer (or a real Mesos master): the
+//! scheduler API for frameworks ([`SchedulerClient`]) and the agent API for
+//! node agents ([`AgentClient`]).
+//!
+//! Both follow Mesos' rules: a SUBSCRIBE answers with a `Mesos-Stream-Id` and
+//! a RecordIO event stream; later calls carry that id; a non-leading master
+//! answers 307 with a protocol-relative `Location`, which is followed; 503
+//! (recovering, no leader) and connection failures are retried with
+//! exponential backoff. Nothing here holds a lock across an await.
+
+use crate::recordio::{RecordIoCodec, RecordIoError};
+use crate::{agent_api, scheduler};
+use futures::{Stream, StreamExt, TryStreamExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::codec::FramedRead;
+use tokio_util::io::StreamReader;
+
+/// The header that ties calls to a subscription.
+pub const STREAM_ID_HEADER: &str = "Mesos-Stream-Id";
+
+/// Why a call or subscription failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("HTTP request to {url} failed: {source}")]
+    Http { url: String, source: reqwest::Error },
+    #[error("{url} answered {status}: {body}")]
+    Status { url: String, status: u16, body: String },
+    #[error("{url} redirected more than {max} times; last Location was {location:?}")]
+    TooManyRedirects { url: String, max: usize, location: String },
+    #[error("{url} answered a redirect without a usable Location header")]
+    BadRedirect { url: String },
+    #[error("SUBSCRIBE response from {url} has no {STREAM_ID_HEADER} header")]
+    MissingStreamId { url: String },
+    #[error("event stream broken: {0}")]
+    RecordIo(#[from] RecordIoError),
+    #[error("event is not valid JSON for this API: {source}; record: {record}")]
+    Json { source: serde_json::Error, record: String },
+    #[error("the event stream ended before {expected}")]
+    StreamEnded { expected: &'static str },
+    #[error("the first event was {got}, expected {expected}")]
+    UnexpectedFirstEvent { got: String, expected: &'static str },
+    #[error("not subscribed: call subscribe() first")]
+    NotSubscribed,
+}
+
+impl ClientError {
+    /// Whether retrying later can help (network trouble, 503, 5xx).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Http { .. } | Self::RecordIo(_) | Self::StreamEnded { .. } => true,
+            Self::Status { status, .. } => *status == 503 || *status >= 500,
+            _ => false,
+        }
+    }
+
+    /// The HTTP status the server answered, if it answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// Exponential backoff between retries: `initial`, doubling up to `max`.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    pub initial: Duration,
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self { initial: Duration::from_millis(100), max: Duration::from_secs(10) }
+    }
+}
+
+impl Backoff {
+    /// The delay before retry number `attempt` (0-based).
+    pub fn delay(&self, attempt: u32) -> Duration {
+        self.initial.saturating_mul(1u32 << attempt.min(16)).min(self.max)
+    }
+}
+
+/// A stream of decoded events.
+pub type EventStream<E> = Pin<Box<dyn Stream<Item = Result<E, ClientError>> + Send>>;
+
+const MAX_REDIRECTS: usize = 5;
+
+/// One HTTP endpoint (`/api/v1/scheduler` or `/api/v1/agent`) of a master,
+/// following leader redirects.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    http: reqwest::Client,
+    url: Arc<Mutex<String>>,
+    credentials: Option<(String, String)>,
+}
+
+impl Endpoint {
+    /// `base` is the master's address, e.g. `http://127.0.0.1:5050`; `path`
+    /// the API path.
+    pub fn new(base: &str, path: &str, credentials: Option<(String, String)>) -> Self {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new());
+        Self { http, url: Arc::new(Mutex::new(format!("{}{path}", base.trim_end_matches('/')))), credentials }
+    }
+
+    /// The URL calls currently go to (after any redirect).
+    pub fn url(&self) -> String {
+        self.url.lock().map(|u| u.clone()).unwrap_or_default()
+    }
+
+    fn set_url(&self, url: String) {
+        if let Ok(mut u) = self.url.lock() {
+            *u = url;
+        }
+    }
+
+    /// POSTs `body` as JSON; `2xx` comes back as the response, anything else
+    /// as [`ClientError::Status`].
+    pub async fn post<B: Serialize>(
+        &self,
+        body: &B,
+        stream_id: Option<&str>,
+    ) -> Result<reqwest::Response, ClientError> {
+        let json = serde_json::to_vec(body).map_err(|source| ClientError::Json { source, record: String::new() })?;
+        for _ in 0..=MAX_REDIRECTS {
+            let url = self.url();
+            let mut req = self
+                .http
+                .post(&url)
+                .header("Content-Type", "application/json")
+                .header("Accept", "application/json")
+                .body(json.clone());
+            if let Some(id) = stream_id {
+                req = req.header(STREAM_ID_HEADER, id);
+            }
+            if let Some((user, pass)) = &self.credentials {
+                req = req.basic_auth(user, Some(pass));
+            }
+            let resp = req.send().await.map_err(|source| ClientError::Http { url: url.clone(), source })?;
+            let status = resp.status();
+            if status.is_redirection() {
+                let location = resp.headers().get("Location").and_then(|l| l.to_str().ok()).unwrap_or_default();
+                let next =
+                    resolve_location(&url, location).ok_or_else(|| ClientError::BadRedirect { url: url.clone() })?;
+                self.set_url(next);
+                continue;
+            }
+            if status.is_success() {
+                return Ok(resp);
+            }
+            let body = resp.text().await.unwrap_or_default();
+            return Err(ClientError::Status { url, status: status.as_u16(), body });
+        }
+        Err(ClientError::TooManyRedirects { url: self.url(), max: MAX_REDIRECTS, location: self.url() })
+    }
+}
+
+/// Resolves Mesos' protocol-relative `//host:port/path` (or an absolute URL)
+/// against the URL that was redirected.
+fn resolve_location(current: &str, location: &str) -> Option<String> {
+    let scheme = current.split("://").next()?;
+    if let Some(rest) = location.strip_prefix("//") {
+        return Some(format!("{scheme}://{rest}"));
+    }
+    if location.starts_with("http://") || location.starts_with("https://") {
+        return Some(location.to_owned());
+    }
+    None
+}
+
+/// Decodes a RecordIO response body into JSON events.
+pub fn decode_events<E: DeserializeOwned + Send + 'static>(resp: reqwest::Response) -> EventStream<E> {
+    let bytes = resp.bytes_stream().map_err(std::io::Error::other);
+    let records = FramedRead::new(StreamReader::new(bytes), RecordIoCodec::default());
+    Box::pin(records.map(|record| {
+        let record = record?;
+        serde_json::from_slice(&record)
+            .map_err(|source| ClientError::Json { source, record: String::from_utf8_lossy(&record).into_owned() })
+    }))
+}
+
+fn stream_id_of(resp: &reqwest::Response, url: &str) -> Result<String, ClientError> {
+    resp.headers()
+        .get(STREAM_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .ok_or_else(|| ClientError::MissingStreamId { url: url.to_owned() })
+}
+
+/// Retries `attempt` with `backoff` while it fails with a retryable error,
+/// at most `max_attempts` times.
+pub async fn with_backoff<T, F, Fut>(backoff: Backoff, max_attempts: u32, mut attempt: F) -> Result<T, ClientError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ClientError>>,
+{
+    let mut n = 0;
+    loop {
+        match attempt().await {
+            Err(e) if e.is_retryable() && n + 1 < max_attempts => {
+                tracing::debug!(error = %e, attempt = n, "retrying");
+                tokio::time::sleep(backoff.delay(n)).await;
+                n += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// A framework's connection to a master's scheduler API.
+#[derive(Debug, Clone)]
+pub struct SchedulerClient {
+    endpoint: Endpoint,
+    stream_id: Arc<Mutex<Option<String>>>,
+}
+
+/// A live subscription: the SUBSCRIBED event and the events after it.
+pub struct Subscription<S, E> {
+    pub subscribed: S,
+    pub stream_id: String,
+    pub events: EventStream<E>,
+}
+
+impl SchedulerClient {
+    /// A client of the master at `base` (e.g. `http://127.0.0.1:5050`).
+    pub fn new(base: &str, credentials: Option<(String, String)>) -> Self {
+        Self { endpoint: Endpoint::new(base, "/api/v1/scheduler", credentials), stream_id: Arc::default() }
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// SUBSCRIBEs once (set `framework_info.id` to re-subscribe) and waits
+    /// for SUBSCRIBED. An ERROR first event becomes [`ClientError::UnexpectedFirstEvent`].
+    pub async fn subscribe(
+        &self,
+        framework_info: crate::FrameworkInfo,
+    ) -> Result<Subscription<scheduler::Subscribed, scheduler::Event>, ClientError> {
+        let resp = self.endpoint.post(&scheduler::Call::subscribe(framework_info), None).await?;
+        let stream_id = stream_id_of(&resp, &self.endpoint.url())?;
+        let mut events = decode_events::<scheduler::Event>(resp);
+        let first = events.next().await.ok_or(ClientError::StreamEnded { expected: "SUBSCRIBED" })??;
+        let subscribed = match first.subscribed {
+            Some(s) if first.kind == scheduler::EventType::Subscribed => s,
+            _ => {
+                let got = serde_json::to_string(&first).unwrap_or_default();
+                return Err(ClientError::UnexpectedFirstEvent { got, expected: "SUBSCRIBED" });
+            }
+        };
+        if let Ok(mut id) = self.stream_id.lock() {
+            *id = Some(stream_id.clone());
+        }
+        Ok(Subscription { subscribed, stream_id, events })
+    }
+
+    /// [`Self::subscribe`] retried with `backoff` through 503s and network
+    /// errors, up to `max_attempts`.
+    pub async fn subscribe_with_backoff(
+        &self,
+        framework_info: crate::FrameworkInfo,
+        backoff: Backoff,
+        max_attempts: u32,
+    ) -> Result<Subscription<scheduler::Subscribed, scheduler::Event>, ClientError> {
+        with_backoff(backoff, max_attempts, || self.subscribe(framework_info.clone())).await
+    }
+
+    /// Sends a non-SUBSCRIBE call on the current subscription.
+    pub async fn call(&self, call: &scheduler::Call) -> Result<(), ClientError> {
+        let stream_id = self.stream_id.lock().ok().and_then(|s| s.clone()).ok_or(ClientError::NotSubscribed)?;
+        self.endpoint.post(call, Some(&stream_id)).await.map(drop)
+    }
+}
+
+/// A node agent's connection to the offer layer's agent API.
+#[derive(Debug, Clone)]
+pub struct AgentClient {
+    endpoint: Endpoint,
+    stream_id: Arc<Mutex<Option<String>>>,
+}
+
+impl AgentClient {
+    pub fn new(base: &str, credentials: Option<(String, String)>) -> Self {
+        Self { endpoint: Endpoint::new(base, agent_api::PATH, credentials), stream_id: Arc::default() }
+    }
+
+    /// SUBSCRIBEs and waits for SUBSCRIBED (which carries the agent id to persist).
+    pub async fn subscribe(
+        &self,
+        agent_info: agent_api::AgentInfo,
+        tasks: Vec<agent_api::ReportedTask>,
+    ) -> Result<Subscription<agent_api::Subscribed, agent_api::Event>, ClientError> {
+        let resp = self.endpoint.post(&agent_api::Call::subscribe(agent_info, tasks), None).await?;
+        let stream_id = stream_id_of(&resp, &self.endpoint.url())?;
+        let mut events = decode_events::<agent_api::Event>(resp);
+        let first = events.next().await.ok_or(ClientError::StreamEnded { expected: "SUBSCRIBED" })??;
+        let subscribed = match first.subscribed {
+            Some(s) if first.kind == agent_api::EventType::Subscribed => s,
+            _ => {
+                let got = serde_json::to_string(&first).unwrap_or_default();
+                return Err(ClientError::UnexpectedFirstEvent { got, expected: "SUBSCRIBED" });
+            }
+        };
+        if let Ok(mut id) = self.stream_id.lock() {
+            *id = Some(stream_id.clone());
+        }
+        Ok(Subscription { subscribed, stream_id, events })
+    }
+
+    /// POSTs an UPDATE on the current subscription.
+    pub async fn update(
+        &self,
+        agent_id: &crate::AgentId,
+        framework_id: &crate::FrameworkId,
+        status: crate::TaskStatus,
+    ) -> Result<(), ClientError> {
+        let stream_id = self.stream_id.lock().ok().and_then(|s| s.clone()).ok_or(ClientError::NotSubscribed)?;
+        let call = agent_api::Call::update(agent_id.clone(), framework_id.clone(), status);
+        self.endpoint.post(&call, Some(&stream_id)).await.map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocol_relative_locations_keep_the_scheme() {
+        assert_eq!(
+            resolve_location("http://a:5050/api/v1/scheduler", "//b:5051/api/v1/scheduler").as_deref(),
+            Some("http://b:5051/api/v1/scheduler")
+        );
+        assert_eq!(resolve_location("http://a/x", "/relative"), None);
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_its_cap() {
+        let b = Backoff { initial: Duration::from_millis(100), max: Duration::from_secs(1) };
+        assert_eq!(b.delay(0), Duration::from_millis(100));
+        assert_eq!(b.delay(3), Duration::from_millis(800));
+        assert_eq!(b.delay(30), Duration::from_secs(1));
+    }
+}
