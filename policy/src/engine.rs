@@ -1,0 +1,179 @@
+//! One job against one ledger: validate, pick the rule, order the candidate
+//! agents, run the strategy, and turn the result into a [`Placement`] or an
+//! [`Unfit`]. Never mutates the ledger; the queue round does that.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::HashMap;
+
+use crate::auto::{self, AppliedPolicy, Rule};
+use crate::capacity::{Candidate, Ledger, Vector, candidates};
+use crate::demand::JobDemand;
+use crate::pack::{Assignment, pack};
+use crate::placement::{LauncherAssignment, NodeAssignment, Placement};
+use crate::score::Scorer;
+use crate::spread::spread;
+use crate::unfit::{Unfit, explain};
+
+/// How many single-rack alternatives `pack` weighs against its global answer.
+/// Enough for any real rack layout; bounds the cost on clusters without racks.
+const MAX_LOCALITY_ALTERNATIVES: usize = 32;
+
+/// A placement plus what it takes from each agent of the ledger.
+pub(crate) struct Placed {
+    pub placement: Placement,
+    pub usage: Vec<(usize, Vector)>,
+}
+
+pub(crate) fn place_on(job: &JobDemand, ledger: &Ledger<'_>, scorer: &dyn Scorer) -> Result<Placed, Unfit> {
+    job.validate()?;
+    let rule = auto::decide(job.policy, job.profile);
+    let mut cands = candidates(job, ledger, rule.caps_ranks_at_cores());
+    let weights = assign_groups(&mut cands, ledger, scorer);
+    order(&mut cands, &weights, job, ledger, scorer);
+    let nodes = match rule.policy() {
+        AppliedPolicy::Spread => spread(&cands, job.ranks).map(|a| to_agents(&cands, &a)),
+        AppliedPolicy::Pack => pack_with_locality(&cands, &weights, job, ledger, scorer),
+    };
+    match nodes {
+        Some(nodes) => Ok(build(job, ledger, rule, &nodes)),
+        None => Err(explain(job, ledger, &cands, rule)),
+    }
+}
+
+/// Numbers each candidate's locality group and returns each group's total
+/// rank capacity. Agents without the attribute are each a group of their own:
+/// unknown locality is not shared locality.
+fn assign_groups(cands: &mut [Candidate], ledger: &Ledger<'_>, scorer: &dyn Scorer) -> Vec<u64> {
+    let Some(key) = scorer.locality_key() else {
+        return vec![cands.iter().map(|c| u64::from(c.cap)).sum()];
+    };
+    let mut ids: HashMap<&str, u32> = HashMap::new();
+    let mut weights: Vec<u64> = Vec::new();
+    for c in cands.iter_mut() {
+        let id = match ledger.agents[c.agent].attribute(key) {
+            Some(value) => *ids.entry(value).or_insert_with(|| {
+                weights.push(0);
+                (weights.len() - 1) as u32
+            }),
+            None => {
+                weights.push(0);
+                (weights.len() - 1) as u32
+            }
+        };
+        c.group = id;
+        weights[id as usize] += u64::from(c.cap);
+    }
+    weights
+}
+
+/// Most room first; among equals, the biggest locality group (so ties
+/// cluster in one rack), then the scorer's preference, then one group before
+/// the next, then agent id so the answer does not depend on the order offers
+/// arrived in.
+fn order(cands: &mut [Candidate], weights: &[u64], job: &JobDemand, ledger: &Ledger<'_>, scorer: &dyn Scorer) {
+    let mut keyed: Vec<(f64, Candidate)> =
+        cands.iter().map(|c| (scorer.agent_score(job, ledger.agents[c.agent]), *c)).collect();
+    keyed.sort_unstable_by(|(sa, a), (sb, b)| {
+        Reverse(a.cap)
+            .cmp(&Reverse(b.cap))
+            .then_with(|| Reverse(weights[a.group as usize]).cmp(&Reverse(weights[b.group as usize])))
+            .then_with(|| sb.total_cmp(sa))
+            .then_with(|| a.group.cmp(&b.group))
+            .then_with(|| ledger.agents[a.agent].agent_id.cmp(&ledger.agents[b.agent].agent_id))
+    });
+    for (slot, (_, c)) in cands.iter_mut().zip(keyed) {
+        *slot = c;
+    }
+}
+
+fn to_agents(cands: &[Candidate], a: &Assignment) -> Vec<(usize, u32)> {
+    a.nodes.iter().map(|&(i, r)| (cands[i].agent, r)).collect()
+}
+
+/// Packs globally, then tries to do as well inside a single locality group;
+/// the scorer picks among answers with the same node count.
+fn pack_with_locality(
+    cands: &[Candidate],
+    weights: &[u64],
+    job: &JobDemand,
+    ledger: &Ledger<'_>,
+    scorer: &dyn Scorer,
+) -> Option<Vec<(usize, u32)>> {
+    let global = to_agents(cands, &pack(cands, job.ranks)?);
+    if global.len() == 1 || weights.len() <= 1 {
+        return Some(global);
+    }
+    let need = u64::from(job.ranks);
+    let mut groups: Vec<u32> = (0..weights.len() as u32).filter(|&g| weights[g as usize] >= need).collect();
+    groups.sort_unstable_by_key(|&g| (Reverse(weights[g as usize]), g));
+    groups.truncate(MAX_LOCALITY_ALTERNATIVES);
+    let score = |nodes: &[(usize, u32)]| {
+        let agents: Vec<_> = nodes.iter().map(|&(i, _)| ledger.agents[i]).collect();
+        scorer.placement_score(job, &agents)
+    };
+    let mut best_score = score(&global);
+    let mut best = global;
+    for g in groups {
+        let sub: Vec<Candidate> = cands.iter().filter(|c| c.group == g).copied().collect();
+        let Some(a) = pack(&sub, job.ranks) else {
+            continue;
+        };
+        if a.nodes.len() != best.len() {
+            continue;
+        }
+        let nodes = to_agents(&sub, &a);
+        let s = score(&nodes);
+        if s.total_cmp(&best_score) == Ordering::Greater {
+            best_score = s;
+            best = nodes;
+        }
+    }
+    Some(best)
+}
+
+fn build(job: &JobDemand, ledger: &Ledger<'_>, rule: Rule, nodes: &[(usize, u32)]) -> Placed {
+    let per_rank = Vector::of(&job.per_rank);
+    let launcher = Vector::of(&job.launcher);
+    let first = ledger.agents[nodes[0].0];
+    let shape: Vec<String> = nodes.iter().map(|&(_, r)| r.to_string()).collect();
+    let reason = format!(
+        "{}; {} ranks on {} ({})",
+        rule.explanation(),
+        job.ranks,
+        if nodes.len() == 1 { "1 node".to_owned() } else { format!("{} nodes", nodes.len()) },
+        shape.join("-"),
+    );
+    let placement = Placement {
+        policy_applied: rule.policy(),
+        rule,
+        reason,
+        nodes: nodes
+            .iter()
+            .map(|&(i, ranks)| NodeAssignment {
+                agent_id: ledger.agents[i].agent_id.clone(),
+                hostname: ledger.agents[i].hostname.clone(),
+                ranks,
+                resources: job.per_rank.times(ranks),
+            })
+            .collect(),
+        launcher: LauncherAssignment {
+            agent_id: first.agent_id.clone(),
+            hostname: first.hostname.clone(),
+            resources: job.launcher,
+        },
+    };
+    let usage = nodes
+        .iter()
+        .enumerate()
+        .map(|(n, &(i, ranks))| {
+            let mut v = per_rank.times(ranks);
+            if n == 0 {
+                v.cpus += launcher.cpus;
+                v.mem += launcher.mem;
+                v.net += launcher.net;
+            }
+            (i, v)
+        })
+        .collect();
+    Placed { placement, usage }
+}
