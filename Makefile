@@ -1,0 +1,42 @@
+# mpiswarm: build, test, generate, run.
+#   make run    bring the stack up and run examples/pi.yaml to completion
+#   make test   everything CI runs: lints, unit, integration and end-to-end tests
+SHELL := /bin/bash
+CARGO ?= cargo
+MPISWARM = $(CARGO) run -q -p mpiswarm --
+
+.PHONY: all build test lint fmt-check clippy unit crds images run bench help
+
+all: build
+
+help:
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+build: ## build the mpiswarm binary
+	$(CARGO) build -p mpiswarm
+
+test: lint images unit ## lints, then every test (needs Docker, kubectl, python3)
+
+lint: fmt-check clippy ## rustfmt and clippy, warnings are errors
+
+fmt-check:
+	$(CARGO) fmt --all -- --check
+
+clippy:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+unit: ## unit, integration and end-to-end tests
+	$(CARGO) test --workspace --no-fail-fast
+
+crds: ## regenerate crds/mpijob.yaml from the Rust types
+	$(MPISWARM) crd > crds/mpijob.yaml
+
+images: ## build the rank image mpiswarm/openmpi (cached: seconds when nothing changed)
+	$(MPISWARM) images build
+
+run: ## run examples/pi.yaml on a one-machine stack
+	@echo "make run: not yet available: the controller and 'mpiswarm up' have not landed;" \
+	      "see README.md for what runs today." >&2; exit 2
+
+bench: ## criterion benchmarks (placement, allocator, API server)
+	$(CARGO) bench --workspace
