@@ -1,0 +1,546 @@
+//! The verbs: get, list, create, update (PUT), patch (merge, JSON patch,
+//! strategic merge for built-ins, server-side apply), delete (finalizers and
+//! deletionTimestamp) and deletecollection, over any served resource. Each
+//! returns the served view of the object and the HTTP code; routing and
+//! rendering live in `http`.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use serde_json::{Value, json};
+
+use crate::admission::{WriteCtx, admit_create, admit_update};
+use crate::error::{ApiError, ApiResult, Cause};
+use crate::events;
+use crate::fields;
+use crate::query::Query;
+use crate::registry::{Builtin, Registry, ResourceType};
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::store::{Mutation, Store, Written};
+
+/// The resource, namespace, name and subresource a request addresses.
+#[derive(Clone)]
+pub struct Target {
+    pub rt: Arc<ResourceType>,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub status: bool,
+}
+
+impl Target {
+    fn key(&self) -> ApiResult<String> {
+        let name = self.name.as_deref().ok_or_else(|| ApiError::method_not_allowed("a name is required for this verb"))?;
+        Ok(self.rt.key(self.namespace.as_deref(), name))
+    }
+
+    fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or_default()
+    }
+
+    fn not_found(&self) -> ApiError {
+        ApiError::not_found(&self.rt.plural, &self.rt.group, self.name())
+    }
+}
+
+pub struct Api {
+    pub store: Store,
+    pub registry: Registry,
+}
+
+/// The served view of a stored object.
+pub fn view(rt: &ResourceType, stored: &Value) -> Value {
+    match rt.builtin {
+        Some(Builtin::CoreEvent) => events::stored_to_core(stored),
+        Some(Builtin::EventsV1) => events::stored_to_v1(stored),
+        _ => {
+            let mut v = stored.clone();
+            if rt.is_custom() {
+                v["apiVersion"] = json!(rt.api_version());
+            }
+            v
+        }
+    }
+}
+
+/// A written view back into the stored shape.
+fn to_storage(rt: &ResourceType, mut v: Value) -> Value {
+    if rt.builtin == Some(Builtin::CoreEvent) {
+        return events::core_to_stored(v);
+    }
+    if let Some(m) = v.as_object_mut() {
+        m.insert("apiVersion".into(), json!(rt.api_version()));
+        m.insert("kind".into(), json!(rt.kind));
+    }
+    v
+}
+
+fn now() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+fn field_selector(rt: &ResourceType, q: &Query) -> ApiResult<FieldSelector> {
+    let allowed: &[&str] = match rt.builtin {
+        Some(Builtin::CoreEvent) => events::CORE_FIELDS,
+        Some(Builtin::EventsV1) => events::V1_FIELDS,
+        Some(Builtin::Secret) => &["type"],
+        Some(Builtin::Namespace) => &["status.phase"],
+        _ => &[],
+    };
+    FieldSelector::parse(q.get("fieldSelector").unwrap_or(""), allowed)
+}
+
+/// Label and field selection over served views.
+pub struct Filter {
+    labels: LabelSelector,
+    fields: FieldSelector,
+}
+
+impl Filter {
+    pub fn new(rt: &ResourceType, q: &Query) -> ApiResult<Self> {
+        Ok(Self { labels: LabelSelector::parse(q.get("labelSelector").unwrap_or(""))?, fields: field_selector(rt, q)? })
+    }
+
+    pub fn matches(&self, view: &Value) -> bool {
+        self.labels.matches(view) && self.fields.matches(view)
+    }
+}
+
+/// Parse a request body as JSON (or YAML for apply), naming what is wrong.
+pub fn parse_body(rt: &ResourceType, body: &[u8], yaml: bool) -> ApiResult<Value> {
+    let parsed: Result<Value, String> = if yaml {
+        serde_yaml::from_slice::<Value>(body).map_err(|e| e.to_string())
+    } else {
+        serde_json::from_slice::<Value>(body).map_err(|e| e.to_string())
+    };
+    parsed.map_err(|e| ApiError::bad_request(format!("the body of the request could not be decoded as {} ({}): {e}", if yaml { "YAML" } else { "JSON" }, rt.kind)))
+}
+
+/// The apiVersion and kind in a body must be the endpoint's.
+fn check_type(rt: &ResourceType, body: &mut Value, required: bool) -> ApiResult<()> {
+    let Some(m) = body.as_object_mut() else {
+        return Err(ApiError::bad_request(format!("the body of the request must be a JSON object ({})", rt.kind)));
+    };
+    let want = rt.api_version();
+    match m.get("apiVersion").and_then(Value::as_str) {
+        Some(av) if av != want => {
+            return Err(ApiError::bad_request(format!("the API version in the data ({av}) does not match the expected API version ({want})")));
+        }
+        None if required => return Err(ApiError::bad_request(format!("invalid object type: apiVersion is required (expected {want})"))),
+        _ => {}
+    }
+    match m.get("kind").and_then(Value::as_str) {
+        Some(k) if k != rt.kind => {
+            return Err(ApiError::bad_request(format!("the kind in the data ({k}) does not match the expected kind ({})", rt.kind)));
+        }
+        None if required => return Err(ApiError::bad_request(format!("invalid object type: kind is required (expected {})", rt.kind))),
+        _ => {}
+    }
+    m.insert("apiVersion".into(), json!(want));
+    m.insert("kind".into(), json!(rt.kind));
+    Ok(())
+}
+
+fn manager(q: &Query, user_agent: &str) -> String {
+    match q.get("fieldManager") {
+        Some(m) => m.to_string(),
+        None => user_agent.split('/').next().filter(|s| !s.is_empty()).unwrap_or("unknown").to_string(),
+    }
+}
+
+fn encode_continue(key: &str, rv: u64) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json!({"k": key, "rv": rv}).to_string())
+}
+
+fn decode_continue(token: &str) -> ApiResult<String> {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|v| v["k"].as_str().map(String::from))
+        .ok_or_else(|| ApiError::bad_request(format!("invalid continue token {token:?}")))
+}
+
+/// Strategic-merge directives make no sense to a JSON merge; drop them.
+fn strip_directives(v: &mut Value) {
+    if let Some(m) = v.as_object_mut() {
+        m.retain(|k, _| !k.starts_with('$'));
+        for sub in m.values_mut() {
+            strip_directives(sub);
+        }
+    }
+}
+
+fn json_patch_error(rt: &ResourceType, name: &str, e: impl std::fmt::Display) -> ApiError {
+    ApiError::invalid(&rt.kind, &rt.group, name, vec![Cause { reason: "FieldValueInvalid", field: "patch".into(), message: format!("Invalid value: the JSON patch could not be applied: {e}") }])
+}
+
+/// RFC 6902 with the evanphx quirk Kubernetes has: `test` of a missing path
+/// against `null` passes (the kube-rs finalizer helper relies on it).
+fn apply_json_patch(rt: &ResourceType, name: &str, doc: &mut Value, patch: &Value) -> ApiResult<()> {
+    let ops = patch.as_array().ok_or_else(|| ApiError::bad_request("a JSON patch must be a JSON array of operations"))?;
+    let kept: Vec<Value> = ops
+        .iter()
+        .filter(|op| {
+            let missing_null_test = op["op"] == "test"
+                && op["value"].is_null()
+                && op["path"].as_str().is_some_and(|p| doc.pointer(p).is_none());
+            !missing_null_test
+        })
+        .cloned()
+        .collect();
+    let parsed: json_patch::Patch =
+        serde_json::from_value(Value::Array(kept)).map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
+    json_patch::patch(doc, &parsed).map_err(|e| json_patch_error(rt, name, e))
+}
+
+pub enum PatchType {
+    Merge,
+    Json,
+    Strategic,
+    Apply,
+}
+
+impl PatchType {
+    pub fn from_content_type(ct: &str) -> ApiResult<Self> {
+        let base = ct.split(';').next().unwrap_or("").trim();
+        match base {
+            "application/merge-patch+json" => Ok(PatchType::Merge),
+            "application/json-patch+json" => Ok(PatchType::Json),
+            "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
+            "application/apply-patch+yaml" | "application/apply-patch+json" => Ok(PatchType::Apply),
+            other => Err(ApiError::unsupported_media_type(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {other:?})"
+            ))),
+        }
+    }
+}
+
+/// Per-request options every write shares.
+pub struct WriteOpts<'a> {
+    pub query: &'a Query,
+    pub user_agent: &'a str,
+}
+
+impl Api {
+    pub fn new(store: Store) -> Self {
+        let api = Self { store, registry: Registry::default() };
+        api.reload_crds();
+        api
+    }
+
+    pub fn reload_crds(&self) {
+        let crds = self.store.list("apiextensions.k8s.io/customresourcedefinitions/");
+        self.registry.reload(crds.items.iter().map(|a| a.as_ref()));
+    }
+
+    /// Create the namespaces every cluster has.
+    pub fn ensure_namespaces(&self) -> ApiResult<()> {
+        let Some(rt) = self.registry.find("", "v1", "namespaces") else { return Ok(()) };
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            if self.store.get(&rt.key(None, ns)).is_none() {
+                let t = Target { rt: rt.clone(), namespace: None, name: None, status: false };
+                let q = Query::default();
+                self.create(&t, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}), &WriteOpts { query: &q, user_agent: "mpiswarm-apiserver" })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn ctx<'a>(&self, t: &'a Target, manager: &'a str, api_version: &'a str, now: &'a str, strict: bool, applied: bool) -> WriteCtx<'a> {
+        WriteCtx { rt: &t.rt, namespace: t.namespace.as_deref(), name: t.name.as_deref(), status: t.status, manager, api_version, now, strict, applied }
+    }
+
+    fn after_write(&self, t: &Target, w: &Written) {
+        if t.rt.builtin == Some(Builtin::Crd) && !matches!(w, Written::Unchanged(_)) {
+            self.reload_crds();
+        }
+    }
+
+    pub fn get(&self, t: &Target) -> ApiResult<Value> {
+        let obj = self.store.get(&t.key()?).ok_or_else(|| t.not_found())?;
+        Ok(view(&t.rt, &obj))
+    }
+
+    /// A list page: items (served views), the list RV and the continue token.
+    pub fn list(&self, t: &Target, q: &Query) -> ApiResult<(Vec<Value>, u64, Option<String>)> {
+        let filter = Filter::new(&t.rt, q)?;
+        let prefix = t.rt.prefix(t.namespace.as_deref());
+        let after = match q.get("continue") {
+            Some(tok) => decode_continue(tok)?,
+            None => String::new(),
+        };
+        let limit = q.number("limit")?.filter(|l| *l > 0).map(|l| l as usize);
+        let snap = self.store.list_after(&prefix, &after);
+        let mut items = vec![];
+        let mut next = None;
+        for obj in &snap.items {
+            let v = view(&t.rt, obj);
+            if !filter.matches(&v) {
+                continue;
+            }
+            if limit.is_some_and(|l| items.len() >= l) {
+                let last_key = t.rt.key(items.last().and_then(|i: &Value| i["metadata"]["namespace"].as_str()), items.last().and_then(|i: &Value| i["metadata"]["name"].as_str()).unwrap_or_default());
+                next = Some(encode_continue(&last_key, snap.rv));
+                break;
+            }
+            items.push(v);
+        }
+        Ok((items, snap.rv, next))
+    }
+
+    pub fn list_object(&self, t: &Target, items: Vec<Value>, rv: u64, next: Option<String>) -> Value {
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if let Some(c) = next {
+            meta["continue"] = json!(c);
+        }
+        let api_version = if t.rt.builtin == Some(Builtin::CoreEvent) { "v1".into() } else { t.rt.api_version() };
+        json!({"apiVersion": api_version, "kind": t.rt.list_kind, "metadata": meta, "items": items})
+    }
+
+    fn ensure_namespace(&self, t: &Target) -> ApiResult<()> {
+        if let (true, Some(ns)) = (t.rt.namespaced, t.namespace.as_deref())
+            && self.store.get(&format!("core/namespaces/{ns}")).is_none()
+        {
+            return Err(ApiError::not_found("namespaces", "", ns));
+        }
+        Ok(())
+    }
+
+    /// POST: 201 with the stored object.
+    pub fn create(&self, t: &Target, mut body: Value, opts: &WriteOpts<'_>) -> ApiResult<(u16, Value)> {
+        if t.status || t.name.is_some() {
+            return Err(ApiError::method_not_allowed("POST is only allowed on a collection"));
+        }
+        check_type(&t.rt, &mut body, false)?;
+        self.ensure_namespace(t)?;
+        let dry_run = opts.query.dry_run()?;
+        let strict = opts.query.get("fieldValidation") == Some("Strict");
+        let (manager, now, av) = (manager(opts.query, opts.user_agent), now(), t.rt.api_version());
+        let cx = self.ctx(t, &manager, &av, &now, strict, false);
+        let obj = admit_create(&cx, to_storage(&t.rt, body))?;
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let key = t.rt.key(t.namespace.as_deref(), &name);
+        let exists = || ApiError::already_exists(&t.rt.plural, &t.rt.group, &name);
+        if dry_run {
+            if self.store.get(&key).is_some() {
+                return Err(exists());
+            }
+            return Ok((201, view(&t.rt, &obj)));
+        }
+        let written = self.store.mutate(&key, |cur, _| if cur.is_some() { Err(exists()) } else { Ok(Mutation::Put(obj)) })?;
+        self.after_write(t, &written);
+        Ok((201, view(&t.rt, written.object())))
+    }
+
+    /// PUT of a full object (main resource or status).
+    pub fn update(&self, t: &Target, mut body: Value, opts: &WriteOpts<'_>) -> ApiResult<(u16, Value)> {
+        check_type(&t.rt, &mut body, false)?;
+        let key = t.key()?;
+        let dry_run = opts.query.dry_run()?;
+        let strict = opts.query.get("fieldValidation") == Some("Strict");
+        let (manager, now, av) = (manager(opts.query, opts.user_agent), now(), t.rt.api_version());
+        let cx = self.ctx(t, &manager, &av, &now, strict, false);
+        let body = to_storage(&t.rt, body);
+        self.write(t, &key, dry_run, |cur| {
+            let old = cur.ok_or_else(|| t.not_found())?;
+            admit_update(&cx, old, body)
+        })
+    }
+
+    /// Run a mutation, honouring dryRun, and turn the outcome into (code, view).
+    fn write<F>(&self, t: &Target, key: &str, dry_run: bool, f: F) -> ApiResult<(u16, Value)>
+    where
+        F: FnOnce(Option<&Value>) -> ApiResult<Mutation>,
+    {
+        let mut preview = None;
+        let written = self.store.mutate(key, |cur, _| {
+            let m = f(cur.map(|a| a.as_ref()))?;
+            if dry_run {
+                preview = Some(match &m {
+                    Mutation::Put(v) | Mutation::Delete(v) => v.clone(),
+                    Mutation::Unchanged(v) => (**v).clone(),
+                });
+                return Ok(Mutation::Unchanged(cur.cloned().unwrap_or_else(|| Arc::new(Value::Null))));
+            }
+            Ok(m)
+        })?;
+        if let Some(p) = preview {
+            return Ok((200, view(&t.rt, &p)));
+        }
+        self.after_write(t, &written);
+        let code = if matches!(written, Written::Created(_)) { 201 } else { 200 };
+        Ok((code, view(&t.rt, written.object())))
+    }
+
+    pub fn patch(&self, t: &Target, patch_type: PatchType, body: &[u8], opts: &WriteOpts<'_>) -> ApiResult<(u16, Value)> {
+        let key = t.key()?;
+        let name = t.name().to_string();
+        let dry_run = opts.query.dry_run()?;
+        let strict = opts.query.get("fieldValidation") == Some("Strict");
+        let force = opts.query.flag("force")?;
+        let now = now();
+        let av = t.rt.api_version();
+        let rt = t.rt.clone();
+        if let PatchType::Apply = patch_type {
+            let manager = opts
+                .query
+                .get("fieldManager")
+                .ok_or_else(|| ApiError::bad_request("PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"))?
+                .to_string();
+            let mut applied = parse_body(&rt, body, true)?;
+            check_type(&rt, &mut applied, true)?;
+            if let Some(n) = applied["metadata"]["name"].as_str()
+                && n != name
+            {
+                return Err(ApiError::bad_request(format!("the name of the object ({n}) does not match the name on the URL ({name})")));
+            }
+            let cx = self.ctx(t, &manager, &av, &now, strict, true);
+            let scope = cx.scope();
+            let writer = cx.writer();
+            let to_create = self.store.get(&key).is_none();
+            if to_create {
+                if t.status {
+                    return Err(t.not_found());
+                }
+                self.ensure_namespace(t)?;
+            }
+            return self.write(t, &key, dry_run, |cur| match cur {
+                None => {
+                    let skeleton = json!({"apiVersion": av, "kind": rt.kind, "metadata": {"name": name}});
+                    let merged = fields::apply(&skeleton, &applied, scope, force, &writer)?;
+                    let obj = admit_create(&cx, to_storage(&rt, merged))?;
+                    Ok(Mutation::Put(obj))
+                }
+                Some(old) => {
+                    let live = view(&rt, old);
+                    let merged = fields::apply(&live, &applied, scope, force, &writer)?;
+                    admit_update(&cx, old, to_storage(&rt, merged))
+                }
+            });
+        }
+        if let PatchType::Strategic = patch_type
+            && rt.is_custom()
+        {
+            return Err(ApiError::unsupported_media_type(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+            ));
+        }
+        let patch = parse_body(&rt, body, false)?;
+        let manager = manager(opts.query, opts.user_agent);
+        let cx = self.ctx(t, &manager, &av, &now, strict, false);
+        self.write(t, &key, dry_run, |cur| {
+            let old = cur.ok_or_else(|| t.not_found())?;
+            let mut doc = view(&rt, old);
+            // A patch that does not mention the resourceVersion has no precondition.
+            let live_rv = doc["metadata"]["resourceVersion"].clone();
+            match patch_type {
+                PatchType::Json => apply_json_patch(&rt, &name, &mut doc, &patch)?,
+                _ => {
+                    let mut p = patch.clone();
+                    strip_directives(&mut p);
+                    if !p.is_object() {
+                        return Err(ApiError::bad_request("a merge patch must be a JSON object"));
+                    }
+                    json_patch::merge(&mut doc, &p);
+                }
+            }
+            if doc["metadata"]["resourceVersion"] == live_rv
+                && let Some(m) = doc.get_mut("metadata").and_then(Value::as_object_mut)
+            {
+                m.remove("resourceVersion");
+            }
+            admit_update(&cx, old, to_storage(&rt, doc))
+        })
+    }
+
+    /// DELETE one object: marks it when finalizers are pending, else removes it.
+    pub fn delete(&self, t: &Target, options: &Value, q: &Query) -> ApiResult<(u16, Value)> {
+        let key = t.key()?;
+        if t.status {
+            return Err(ApiError::method_not_allowed("DELETE is not allowed on the status subresource"));
+        }
+        let dry_run = q.dry_run()? || options["dryRun"].as_array().is_some_and(|a| a.iter().any(|v| v == "All"));
+        let now = now();
+        let rt = t.rt.clone();
+        let result = self.write(t, &key, dry_run, |cur| {
+            let old = cur.ok_or_else(|| t.not_found())?;
+            let pre = &options["preconditions"];
+            let conflict = || ApiError::conflict(&rt.plural, &rt.group, t.name());
+            if let Some(uid) = pre["uid"].as_str()
+                && Some(uid) != old["metadata"]["uid"].as_str()
+            {
+                return Err(conflict());
+            }
+            if let Some(rv) = pre["resourceVersion"].as_str()
+                && Some(rv) != old["metadata"]["resourceVersion"].as_str()
+            {
+                return Err(conflict());
+            }
+            let pending = old["metadata"]["finalizers"].as_array().is_some_and(|a| !a.is_empty());
+            if !pending {
+                return Ok(Mutation::Delete(old.clone()));
+            }
+            if old["metadata"]["deletionTimestamp"].is_string() {
+                return Ok(Mutation::Unchanged(Arc::new(old.clone())));
+            }
+            let mut marked = old.clone();
+            marked["metadata"]["deletionTimestamp"] = json!(now);
+            marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            if rt.builtin == Some(Builtin::Namespace) {
+                marked["status"] = json!({"phase": "Terminating"});
+            }
+            if rt.generation {
+                let g = old["metadata"]["generation"].as_i64().unwrap_or(1);
+                marked["metadata"]["generation"] = json!(g + 1);
+            }
+            Ok(Mutation::Put(marked))
+        })?;
+        if rt.builtin == Some(Builtin::Crd) && !dry_run {
+            self.delete_instances_of(&result.1);
+        }
+        if matches!(rt.builtin, Some(Builtin::ConfigMap | Builtin::Secret | Builtin::Lease | Builtin::CoreEvent | Builtin::EventsV1)) {
+            let details = json!({"name": t.name(), "group": rt.group, "kind": rt.plural, "uid": result.1["metadata"]["uid"]});
+            return Ok((200, json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})));
+        }
+        Ok(result)
+    }
+
+    /// When a CRD goes, its custom resources go with it.
+    fn delete_instances_of(&self, crd: &Value) {
+        let group = crd["spec"]["group"].as_str().unwrap_or_default();
+        let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default();
+        if group.is_empty() || plural.is_empty() {
+            return;
+        }
+        let prefix = format!("{group}/{plural}/");
+        for obj in self.store.list(&prefix).items {
+            let ns = obj["metadata"]["namespace"].as_str().unwrap_or_default();
+            let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+            let key = if ns.is_empty() { format!("{prefix}{name}") } else { format!("{prefix}{ns}/{name}") };
+            let _ = self.store.mutate(&key, |cur, _| match cur {
+                Some(o) => Ok(Mutation::Delete((**o).clone())),
+                None => Err(ApiError::no_route()),
+            });
+        }
+    }
+
+    pub fn delete_collection(&self, t: &Target, options: &Value, q: &Query) -> ApiResult<(u16, Value)> {
+        let (items, _, _) = self.list(t, &q.without(&["limit", "continue"]))?;
+        let mut deleted = vec![];
+        for item in items {
+            let one = Target {
+                rt: t.rt.clone(),
+                namespace: item["metadata"]["namespace"].as_str().map(String::from),
+                name: item["metadata"]["name"].as_str().map(String::from),
+                status: false,
+            };
+            match self.delete(&one, options, q) {
+                Ok((_, v)) => deleted.push(v),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let rv = self.store.current_rv();
+        Ok((200, self.list_object(t, deleted, rv, None)))
+    }
+}

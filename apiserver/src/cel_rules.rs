@@ -1,0 +1,151 @@
+//! `x-kubernetes-validations` CEL rules, evaluated with the `cel` crate (the
+//! cel-rust interpreter). Each rule sees `self` (and `oldSelf` on update; rules
+//! that mention `oldSelf` are transition rules and are skipped on create, as
+//! in Kubernetes). Compiled programs are cached by rule text.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cel::{Context, Program, Value as CelValue};
+use serde_json::Value;
+
+use crate::error::Cause;
+use crate::schema::shown;
+
+fn cache() -> &'static Mutex<HashMap<String, Result<Arc<Program>, String>>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Result<Arc<Program>, String>>>> = OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+/// Compile (or fetch) a rule; the error is the parser's message.
+pub fn compile(rule: &str) -> Result<Arc<Program>, String> {
+    let mut c = cache().lock().unwrap_or_else(|p| p.into_inner());
+    c.entry(rule.to_string()).or_insert_with(|| Program::compile(rule).map(Arc::new).map_err(|e| e.to_string())).clone()
+}
+
+/// JSON to CEL with Kubernetes' typing: every JSON integer is a CEL `int`.
+pub fn to_cel(v: &Value) -> CelValue {
+    match v {
+        Value::Null => CelValue::Null,
+        Value::Bool(b) => CelValue::Bool(*b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => CelValue::Int(i),
+            None => CelValue::Float(n.as_f64().unwrap_or(0.0)),
+        },
+        Value::String(s) => CelValue::String(Arc::new(s.clone())),
+        Value::Array(a) => CelValue::List(Arc::new(a.iter().map(to_cel).collect())),
+        Value::Object(m) => {
+            let map: HashMap<String, CelValue> = m.iter().map(|(k, v)| (k.clone(), to_cel(v))).collect();
+            map.into()
+        }
+    }
+}
+
+fn eval(program: &Program, this: &Value, old: Option<&Value>) -> Result<CelValue, String> {
+    let mut ctx = Context::default();
+    ctx.add_variable_from_value("self", to_cel(this));
+    if let Some(old) = old {
+        ctx.add_variable_from_value("oldSelf", to_cel(old));
+    }
+    program.execute(&ctx).map_err(|e| e.to_string())
+}
+
+fn join(path: &str, field_path: &str) -> String {
+    let fp = field_path.trim_start_matches('.');
+    match (path.is_empty(), fp.is_empty()) {
+        (_, true) => path.to_string(),
+        (true, false) => fp.to_string(),
+        (false, false) => format!("{path}.{fp}"),
+    }
+}
+
+/// Run the rules declared on `schema` against `value` (at `path`).
+pub fn check(schema: &Value, value: &Value, old: Option<&Value>, path: &str, causes: &mut Vec<Cause>) {
+    let Some(rules) = schema["x-kubernetes-validations"].as_array() else { return };
+    for rule in rules {
+        let Some(text) = rule["rule"].as_str() else { continue };
+        let transition = text.contains("oldSelf");
+        if transition && old.is_none() {
+            continue;
+        }
+        let field = join(path, rule["fieldPath"].as_str().unwrap_or(""));
+        let reason = match rule["reason"].as_str() {
+            Some("FieldValueForbidden") => "FieldValueForbidden",
+            Some("FieldValueRequired") => "FieldValueRequired",
+            Some("FieldValueDuplicate") => "FieldValueDuplicate",
+            _ => "FieldValueInvalid",
+        };
+        let program = match compile(text) {
+            Ok(p) => p,
+            Err(e) => {
+                causes.push(Cause { reason: "FieldValueInvalid", field, message: format!("Invalid value: {}: compilation failed: {e}", shown(value)) });
+                continue;
+            }
+        };
+        match eval(&program, value, if transition { old } else { None }) {
+            Ok(CelValue::Bool(true)) => {}
+            Ok(CelValue::Bool(false)) => {
+                let mut message = rule["message"].as_str().map(String::from).unwrap_or_else(|| format!("failed rule: {text}"));
+                if let Some(expr) = rule["messageExpression"].as_str()
+                    && let Ok(p) = compile(expr)
+                    && let Ok(CelValue::String(s)) = eval(&p, value, old)
+                {
+                    message = s.to_string();
+                }
+                let message = match reason {
+                    "FieldValueForbidden" => format!("Forbidden: {message}"),
+                    "FieldValueRequired" => format!("Required value: {message}"),
+                    _ => format!("Invalid value: {}: {message}", shown(value)),
+                };
+                causes.push(Cause { reason, field, message });
+            }
+            Ok(other) => causes.push(Cause {
+                reason: "FieldValueInvalid",
+                field,
+                message: format!("Invalid value: {}: rule {text:?} evaluated to {other:?}, not a bool", shown(value)),
+            }),
+            Err(e) => causes.push(Cause {
+                reason: "FieldValueInvalid",
+                field,
+                message: format!("Invalid value: {}: rule {text:?} evaluation error: {e}", shown(value)),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_failed_rule_reports_its_message_at_its_field_path() {
+        let schema = json!({"x-kubernetes-validations": [
+            {"rule": "self.workers >= self.minWorkers", "message": "workers must be at least minWorkers", "fieldPath": ".workers"},
+            {"rule": "self.workers == oldSelf.workers", "message": "workers is immutable"}
+        ]});
+        let mut causes = vec![];
+        check(&schema, &json!({"workers": 1, "minWorkers": 2}), None, "spec", &mut causes);
+        assert_eq!(causes.len(), 1, "the transition rule must be skipped on create");
+        assert_eq!(causes[0].field, "spec.workers");
+        assert!(causes[0].message.ends_with("workers must be at least minWorkers"), "{}", causes[0].message);
+
+        let mut causes = vec![];
+        check(&schema, &json!({"workers": 3, "minWorkers": 2}), Some(&json!({"workers": 2, "minWorkers": 2})), "spec", &mut causes);
+        assert_eq!(causes.len(), 1);
+        assert!(causes[0].message.ends_with("workers is immutable"));
+    }
+
+    #[test]
+    fn rules_use_the_cel_standard_library() {
+        let schema = json!({"x-kubernetes-validations": [
+            {"rule": "self.image.startsWith('mpi') && size(self.args) <= 2 && self.args.all(a, a != '')"}
+        ]});
+        let mut causes = vec![];
+        check(&schema, &json!({"image": "mpi:1", "args": ["a", "b"]}), None, "spec", &mut causes);
+        assert!(causes.is_empty(), "{causes:?}");
+        check(&schema, &json!({"image": "x", "args": []}), None, "spec", &mut causes);
+        assert_eq!(causes.len(), 1);
+        assert!(causes[0].message.contains("failed rule"));
+    }
+}

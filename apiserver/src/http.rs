@@ -1,0 +1,241 @@
+//! HTTP: bearer-token authentication, path routing in the Kubernetes URL
+//! scheme, the request body limit, and rendering of answers (JSON, Table,
+//! watch streams, Status errors). Every request is answered; a bad one never
+//! takes the server down.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::api::{Api, PatchType, Target, WriteOpts, parse_body};
+use crate::discovery;
+use crate::error::{ApiError, ApiResult};
+use crate::openapi;
+use crate::query::Query;
+use crate::table;
+use crate::watch::{self, WatchRequest};
+
+/// Everything a request handler needs.
+pub struct Shared {
+    pub api: Arc<Api>,
+    pub token: String,
+    pub max_body: usize,
+    pub server_address: String,
+    pub watch_timeout: Duration,
+    pub bookmark_every: Duration,
+}
+
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new().fallback(handle).with_state(shared)
+}
+
+/// Percent-encode a query component (used by clients of this module's tests too).
+pub fn encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn json_response(code: u16, v: &Value, content_type: &'static str) -> Response {
+    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    let mut r = (code, v.to_string()).into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+fn ok(v: &Value) -> Response {
+    json_response(200, v, "application/json")
+}
+
+const TABLE_CONTENT_TYPE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
+
+fn unauthorized() -> Response {
+    json_response(
+        401,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": "Unauthorized", "reason": "Unauthorized", "code": 401}),
+        "application/json",
+    )
+}
+
+fn header_str<'a>(h: &'a HeaderMap, name: header::HeaderName) -> &'a str {
+    h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
+}
+
+async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let path = parts.uri.path().to_string();
+    let public = matches!(path.as_str(), "/healthz" | "/readyz" | "/livez" | "/version");
+    if !public {
+        let auth = header_str(&parts.headers, header::AUTHORIZATION);
+        let presented = auth.strip_prefix("Bearer ").map(str::trim);
+        if presented != Some(shared.token.as_str()) {
+            return unauthorized();
+        }
+    }
+    let body = match axum::body::to_bytes(body, shared.max_body).await {
+        Ok(b) => b,
+        Err(_) => {
+            return ApiError::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {}", shared.max_body)).into_response();
+        }
+    };
+    let query = Query::parse(parts.uri.query());
+    match route(&shared, &parts.method, &path, &query, &parts.headers, &body).await {
+        Ok(r) => r,
+        Err(e) => {
+            if e.code >= 500 {
+                tracing::error!(method = %parts.method, path, error = %e, "request failed");
+            }
+            e.into_response()
+        }
+    }
+}
+
+async fn route(shared: &Arc<Shared>, method: &Method, path: &str, q: &Query, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
+    let segs: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let accept = header_str(headers, header::ACCEPT);
+    let types = shared.api.registry.all();
+    let is_get = method == Method::GET;
+    match segs.as_slice() {
+        ["healthz" | "readyz" | "livez"] => return Ok((StatusCode::OK, "ok").into_response()),
+        ["version"] => {
+            return Ok(ok(&json!({"major": "1", "minor": "32", "gitVersion": "v1.32.0-mpiswarm", "gitCommit": "", "gitTreeState": "clean",
+                "buildDate": "2025-01-01T00:00:00Z", "goVersion": "n/a", "compiler": "rustc", "platform": "linux/amd64"})));
+        }
+        ["api"] if is_get => {
+            return Ok(if discovery::wants_aggregated(accept) {
+                json_response(200, &discovery::aggregated(&types, true), discovery::AGGREGATED_CONTENT_TYPE)
+            } else {
+                ok(&discovery::api_versions(&shared.server_address))
+            });
+        }
+        ["apis"] if is_get => {
+            return Ok(if discovery::wants_aggregated(accept) {
+                json_response(200, &discovery::aggregated(&types, false), discovery::AGGREGATED_CONTENT_TYPE)
+            } else {
+                ok(&discovery::api_group_list(&types))
+            });
+        }
+        ["api", "v1"] if is_get => return discovery::resource_list(&types, "", "v1").map(|v| ok(&v)).ok_or_else(ApiError::no_route),
+        ["apis", g] if is_get => return discovery::api_group(&types, g).map(|v| ok(&v)).ok_or_else(ApiError::no_route),
+        ["apis", g, v] if is_get => return discovery::resource_list(&types, g, v).map(|v| ok(&v)).ok_or_else(ApiError::no_route),
+        ["openapi", "v3"] if is_get => return Ok(ok(&openapi::index(&types))),
+        ["openapi", "v3", "api", v] if is_get => return openapi::document(&types, "", v).map(|d| ok(&d)).ok_or_else(ApiError::no_route),
+        ["openapi", "v3", "apis", g, v] if is_get => return openapi::document(&types, g, v).map(|d| ok(&d)).ok_or_else(ApiError::no_route),
+        _ => {}
+    }
+    let (group, version, rest) = match segs.as_slice() {
+        ["api", v, rest @ ..] if !rest.is_empty() => ("", *v, rest),
+        ["apis", g, v, rest @ ..] if !rest.is_empty() => (*g, *v, rest),
+        _ => return Err(ApiError::no_route()),
+    };
+    let target = resolve(shared, group, version, rest)?;
+    dispatch(shared, method, target, q, headers, body).await
+}
+
+fn resolve(shared: &Shared, group: &str, version: &str, rest: &[&str]) -> ApiResult<Target> {
+    let reg = &shared.api.registry;
+    let namespaced_path = rest.len() >= 3 && rest[0] == "namespaces" && !(group.is_empty() && rest.len() == 3 && rest[2] == "status");
+    let (namespace, rest) = if namespaced_path { (Some(rest[1].to_string()), &rest[2..]) } else { (None, rest) };
+    let (plural, name, sub) = match rest {
+        [p] => (*p, None, None),
+        [p, n] => (*p, Some(n.to_string()), None),
+        [p, n, s] => (*p, Some(n.to_string()), Some(*s)),
+        _ => return Err(ApiError::no_route()),
+    };
+    let rt = reg.find(group, version, plural).ok_or_else(ApiError::no_route)?;
+    if namespace.is_some() && !rt.namespaced {
+        return Err(ApiError::no_route());
+    }
+    if namespace.is_none() && rt.namespaced && name.is_some() {
+        return Err(ApiError::no_route());
+    }
+    let status = match sub {
+        None => false,
+        Some("status") if rt.status_subresource => true,
+        Some(_) => return Err(ApiError::no_route()),
+    };
+    Ok(Target { rt, namespace, name, status })
+}
+
+fn check_json_content_type(headers: &HeaderMap) -> ApiResult<()> {
+    let ct = header_str(headers, header::CONTENT_TYPE);
+    if ct.contains("protobuf") || ct.contains("cbor") {
+        return Err(ApiError::unsupported_media_type(format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {ct:?})")));
+    }
+    Ok(())
+}
+
+async fn dispatch(shared: &Arc<Shared>, method: &Method, t: Target, q: &Query, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
+    let api = &shared.api;
+    let accept = header_str(headers, header::ACCEPT);
+    let as_table = table::wants_table(accept);
+    let user_agent = header_str(headers, header::USER_AGENT);
+    let opts = WriteOpts { query: q, user_agent };
+    let (code, v) = match *method {
+        Method::GET if t.name.is_some() => {
+            let v = api.get(&t)?;
+            if as_table {
+                let rv = v["metadata"]["resourceVersion"].as_str().and_then(|r| r.parse().ok()).unwrap_or(0);
+                return Ok(json_response(200, &table::table(&t.rt, &[v], rv, None), TABLE_CONTENT_TYPE));
+            }
+            (200, v)
+        }
+        Method::GET if q.flag("watch")? => {
+            let w = WatchRequest::new(t, q, as_table, shared.watch_timeout, shared.bookmark_every)?;
+            return Ok(start_watch(api.clone(), w, as_table));
+        }
+        Method::GET => {
+            let (items, rv, next) = api.list(&t, q)?;
+            if as_table {
+                return Ok(json_response(200, &table::table(&t.rt, &items, rv, next.as_deref()), TABLE_CONTENT_TYPE));
+            }
+            (200, api.list_object(&t, items, rv, next))
+        }
+        Method::POST => {
+            check_json_content_type(headers)?;
+            if t.namespace.is_none() && t.rt.namespaced {
+                return Err(ApiError::method_not_allowed(format!("POST to {} requires a namespace in the path", t.rt.plural)));
+            }
+            api.create(&t, parse_body(&t.rt, body, false)?, &opts)?
+        }
+        Method::PUT => {
+            check_json_content_type(headers)?;
+            api.update(&t, parse_body(&t.rt, body, false)?, &opts)?
+        }
+        Method::PATCH => {
+            let pt = PatchType::from_content_type(header_str(headers, header::CONTENT_TYPE))?;
+            api.patch(&t, pt, body, &opts)?
+        }
+        Method::DELETE => {
+            let options = if body.iter().all(u8::is_ascii_whitespace) { json!({}) } else { parse_body(&t.rt, body, false)? };
+            if let Some(p) = q.get("propagationPolicy").or(options["propagationPolicy"].as_str())
+                && !matches!(p, "Background" | "Foreground" | "Orphan")
+            {
+                return Err(ApiError::bad_request(format!("unsupported propagationPolicy {p:?}: use Background, Foreground or Orphan")));
+            }
+            if t.name.is_some() { api.delete(&t, &options, q)? } else { api.delete_collection(&t, &options, q)? }
+        }
+        _ => return Err(ApiError::method_not_allowed(format!("method {method} is not supported on this resource"))),
+    };
+    Ok(json_response(code, &v, "application/json"))
+}
+
+fn start_watch(api: Arc<Api>, w: WatchRequest, as_table: bool) -> Response {
+    let (tx, rx) = mpsc::channel(256);
+    tokio::spawn(watch::run(api, w, tx));
+    let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+    let mut r = Response::new(Body::from_stream(stream));
+    let ct = if as_table { TABLE_CONTENT_TYPE } else { "application/json" };
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    r
+}

@@ -1,0 +1,183 @@
+//! mpiswarm's embedded Kubernetes-compatible API server: what
+//! `mpiswarm apiserver` runs. It serves built-in kinds (namespaces, events in
+//! two views, leases, secrets, configmaps, CRDs) and whatever custom
+//! resources applied CRDs declare, from SQLite, so that kubectl, kube-rs and
+//! the Python client work against it as against a real cluster. It knows no
+//! mpiswarm type.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub mod admission;
+pub mod api;
+pub mod cel_rules;
+pub mod crd;
+pub mod discovery;
+pub mod error;
+pub mod events;
+pub mod fields;
+pub mod http;
+pub mod openapi;
+pub mod query;
+pub mod registry;
+pub mod schema;
+pub mod selectors;
+pub mod store;
+pub mod table;
+pub mod tls;
+pub mod watch;
+
+/// `mpiswarm apiserver`
+#[derive(clap::Args, Debug, Clone)]
+pub struct ApiserverArgs {
+    /// Address to listen on. TLS is always on except with --insecure-http.
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    pub listen: SocketAddr,
+    /// Directory for the database, the token, certificates and the kubeconfig.
+    #[arg(long, default_value = ".mpiswarm")]
+    pub data_dir: PathBuf,
+    /// Serve plain HTTP; refused unless listening on loopback. The token is
+    /// still required, but kubectl never sends a bearer token over plain HTTP,
+    /// so this mode is for other clients (benchmarks, curl) only.
+    #[arg(long)]
+    pub insecure_http: bool,
+    /// How many changes are kept for watches; older resourceVersions get 410 Expired.
+    #[arg(long, default_value_t = 100_000)]
+    pub watch_history: usize,
+    /// Largest accepted request body, in bytes (kube-apiserver's limit is 3 MiB).
+    #[arg(long, default_value_t = 3 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Interval between BOOKMARK events for watchers that allow them.
+    #[arg(long, default_value_t = 60)]
+    pub bookmark_seconds: u64,
+}
+
+impl ApiserverArgs {
+    /// Defaults for `dir` on an ephemeral loopback port (tests, embedding).
+    pub fn for_dir(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            data_dir: dir.into(),
+            insecure_http: false,
+            watch_history: 100_000,
+            max_body_bytes: 3 * 1024 * 1024,
+            bookmark_seconds: 60,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}: {1}")]
+    Io(String, #[source] std::io::Error),
+    #[error("cannot listen on {0}: {1}")]
+    Listen(SocketAddr, #[source] std::io::Error),
+    #[error("storage: {0}")]
+    Storage(String),
+    #[error("TLS: {0}")]
+    Tls(String),
+}
+
+/// A started server.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub url: String,
+    pub kubeconfig: PathBuf,
+    pub token: String,
+    pub api: Arc<api::Api>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Stop serving (open connections are dropped).
+    pub fn stop(&self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Open the store, write the kubeconfig and start serving.
+pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
+    let dir = args.data_dir.clone();
+    std::fs::create_dir_all(&dir).map_err(|e| Error::Io(dir.display().to_string(), e))?;
+    let store = store::Store::open(&dir.join("state.sqlite"), args.watch_history.max(1)).map_err(|e| Error::Storage(e.message))?;
+    let api = Arc::new(api::Api::new(store));
+    api.ensure_namespaces().map_err(|e| Error::Storage(e.message))?;
+    let token = tls::token(&dir)?;
+    let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| Error::Listen(args.listen, e))?;
+    let addr = listener.local_addr().map_err(|e| Error::Listen(args.listen, e))?;
+    if args.insecure_http && !addr.ip().is_loopback() {
+        return Err(Error::Tls(format!("--insecure-http is only allowed on loopback, not on {addr}")));
+    }
+    let use_tls = !args.insecure_http;
+    let tls = if use_tls { Some(tls::load_or_create(&dir, addr)?) } else { None };
+    let host = if addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { addr.ip().to_string() };
+    let url = format!("{}://{host}:{}", if use_tls { "https" } else { "http" }, addr.port());
+    let kubeconfig = dir.join("kubeconfig");
+    let kc = tls::kubeconfig(&url, &token, tls.as_ref().map(|t| t.ca_pem.as_str()));
+    std::fs::write(&kubeconfig, kc).map_err(|e| Error::Io(kubeconfig.display().to_string(), e))?;
+    let shared = Arc::new(http::Shared {
+        api: api.clone(),
+        token: token.clone(),
+        max_body: args.max_body_bytes,
+        server_address: format!("{host}:{}", addr.port()),
+        watch_timeout: Duration::from_secs(30 * 60),
+        bookmark_every: Duration::from_secs(args.bookmark_seconds.max(1)),
+    });
+    let app = http::router(shared);
+    let task = match tls {
+        None => tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!(error = %e, "server stopped");
+            }
+        }),
+        Some(tls) => tokio::spawn(serve_tls(listener, app, tls.config)),
+    };
+    tracing::info!(%url, kubeconfig = %kubeconfig.display(), "apiserver listening");
+    Ok(Running { addr, url, kubeconfig, token, api, task })
+}
+
+async fn serve_tls(listener: tokio::net::TcpListener, app: axum::Router, config: Arc<rustls::ServerConfig>) {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper_util::service::TowerToHyperService;
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    loop {
+        let Ok((tcp, peer)) = listener.accept().await else { continue };
+        let acceptor = acceptor.clone();
+        let service = TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let stream = match acceptor.accept(tcp).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                    return;
+                }
+            };
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            if let Err(e) = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+}
+
+/// `mpiswarm apiserver`: serve until SIGINT or SIGTERM.
+pub async fn run(args: ApiserverArgs) -> Result<(), Error> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let running = start(args).await?;
+    eprintln!("mpiswarm apiserver listening on {}; kubeconfig: {}", running.url, running.kubeconfig.display());
+    let mut term = signal(SignalKind::terminate()).map_err(|e| Error::Io("SIGTERM handler".into(), e))?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    running.stop();
+    Ok(())
+}

@@ -1,0 +1,163 @@
+//! Watch streams: newline-delimited JSON events over a chunked response.
+//! A watch from resourceVersion N replays every retained change after N
+//! exactly once, in order, then follows live commits; N older than the
+//! retained history gets one ERROR 410 Expired event. Unset or "0" starts
+//! with synthetic ADDED events for the current state. Objects moving in or
+//! out of a selector produce ADDED / DELETED, as in the watch cache.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::api::{Api, Filter, Target, view};
+use crate::error::{ApiError, ApiResult};
+use crate::query::Query;
+use crate::store::{ChangeType, Since};
+use crate::table;
+
+/// Settings of one watch request.
+pub struct WatchRequest {
+    pub target: Target,
+    pub filter: Filter,
+    pub from: Option<u64>,
+    pub send_initial: bool,
+    pub bookmarks: bool,
+    pub timeout: Duration,
+    pub bookmark_every: Duration,
+    pub as_table: bool,
+}
+
+impl WatchRequest {
+    pub fn new(target: Target, q: &Query, as_table: bool, default_timeout: Duration, bookmark_every: Duration) -> ApiResult<Self> {
+        let filter = Filter::new(&target.rt, q)?;
+        let from = match q.get("resourceVersion") {
+            None | Some("0") => None,
+            Some(rv) => Some(rv.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}: not a number")))?),
+        };
+        let timeout = q.number("timeoutSeconds")?.map(Duration::from_secs).unwrap_or(default_timeout);
+        Ok(Self {
+            target,
+            filter,
+            from,
+            send_initial: q.flag("sendInitialEvents")?,
+            bookmarks: q.flag("allowWatchBookmarks")?,
+            timeout,
+            bookmark_every,
+            as_table,
+        })
+    }
+}
+
+type Tx = mpsc::Sender<Result<Bytes, std::io::Error>>;
+
+fn line(v: &Value) -> Bytes {
+    let mut s = v.to_string();
+    s.push('\n');
+    Bytes::from(s)
+}
+
+impl WatchRequest {
+    fn event(&self, kind: &str, object: Value) -> Bytes {
+        let object = if self.as_table {
+            let rv = object["metadata"]["resourceVersion"].as_str().and_then(|r| r.parse().ok()).unwrap_or(0);
+            table::table(&self.target.rt, &[object], rv, None)
+        } else {
+            object
+        };
+        line(&json!({"type": kind, "object": object}))
+    }
+
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let rt = &self.target.rt;
+        let api_version = if rt.group.is_empty() { "v1".to_string() } else { rt.api_version() };
+        line(&json!({"type": "BOOKMARK", "object": {"kind": rt.kind, "apiVersion": api_version, "metadata": meta}}))
+    }
+
+    fn in_scope(&self, key: &str) -> bool {
+        key.starts_with(&self.target.rt.prefix(self.target.namespace.as_deref()))
+    }
+}
+
+/// Run one watch until the client goes away, the timeout passes, or the
+/// requested history is gone.
+pub async fn run(api: Arc<Api>, w: WatchRequest, tx: Tx) {
+    let mut notify = api.store.subscribe();
+    let deadline = tokio::time::Instant::now() + w.timeout;
+    let send = |b: Bytes| {
+        let tx = tx.clone();
+        async move { tx.send(Ok(b)).await.is_ok() }
+    };
+    let mut last = match w.from {
+        Some(rv) if !w.send_initial => rv,
+        _ => {
+            let snap = api.store.list(&w.target.rt.prefix(w.target.namespace.as_deref()));
+            for obj in &snap.items {
+                let v = view(&w.target.rt, obj);
+                if w.filter.matches(&v) && !send(w.event("ADDED", v)).await {
+                    return;
+                }
+            }
+            if w.send_initial && !send(w.bookmark(snap.rv, true)).await {
+                return;
+            }
+            snap.rv
+        }
+    };
+    let mut bookmark_at = tokio::time::Instant::now() + w.bookmark_every;
+    loop {
+        match api.store.since(last) {
+            Since::Expired { requested, oldest } => {
+                let e = ApiError::expired(format!("too old resource version: {requested} ({oldest})"));
+                let _ = send(line(&json!({"type": "ERROR", "object": e.to_status()}))).await;
+                return;
+            }
+            Since::Changes(changes, current) => {
+                for c in changes {
+                    if !w.in_scope(&c.key) {
+                        continue;
+                    }
+                    let now_view = view(&w.target.rt, &c.object);
+                    let matches_now = w.filter.matches(&now_view);
+                    let before = c.prev.as_ref().map(|p| w.filter.matches(&view(&w.target.rt, p))).unwrap_or(matches_now);
+                    let kind = match (c.kind, before, matches_now) {
+                        (ChangeType::Deleted, true, _) => Some("DELETED"),
+                        (ChangeType::Added, _, true) => Some("ADDED"),
+                        (ChangeType::Modified, false, true) => Some("ADDED"),
+                        (ChangeType::Modified, true, true) => Some("MODIFIED"),
+                        (ChangeType::Modified, true, false) => Some("DELETED"),
+                        _ => None,
+                    };
+                    if let Some(kind) = kind
+                        && !send(w.event(kind, now_view)).await
+                    {
+                        return;
+                    }
+                }
+                last = current;
+            }
+        }
+        tokio::select! {
+            changed = notify.changed() => if changed.is_err() { return },
+            _ = tx.closed() => return,
+            _ = tokio::time::sleep_until(deadline) => {
+                if w.bookmarks {
+                    let _ = send(w.bookmark(last, false)).await;
+                }
+                return;
+            }
+            _ = tokio::time::sleep_until(bookmark_at) => {
+                bookmark_at = tokio::time::Instant::now() + w.bookmark_every;
+                if w.bookmarks && !send(w.bookmark(last, false)).await {
+                    return;
+                }
+            }
+        }
+    }
+}
