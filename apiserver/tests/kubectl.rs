@@ -1,0 +1,137 @@
+//! Real kubectl (1.32) against a freshly started server, with the project's
+//! own MpiJob CRD and example: the things a user does every day.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
+use common::{Server, repo_root, stderr, stdout};
+
+fn crd() -> String {
+    repo_root().join("crds/mpijob.yaml").display().to_string()
+}
+
+fn pi() -> String {
+    repo_root().join("examples/pi.yaml").display().to_string()
+}
+
+async fn with_pi() -> Server {
+    let s = Server::start().await;
+    assert!(s.kubectl_ok(&["apply", "-f", &crd()]).contains("customresourcedefinition.apiextensions.k8s.io/mpijobs.mpiswarm.io created"));
+    assert!(s.kubectl_ok(&["apply", "-f", &pi()]).contains("mpijob.mpiswarm.io/pi created"));
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn apply_client_side_then_server_side_then_get_describe_explain() {
+    let s = with_pi().await;
+    assert!(s.kubectl_ok(&["apply", "-f", &pi()]).contains("mpijob.mpiswarm.io/pi unchanged"));
+
+    let table = s.kubectl_ok(&["get", "mpij"]);
+    let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "PHASE", "RANKS", "POLICY", "NODES", "AGE"], "{table}");
+    assert!(table.lines().nth(1).is_some_and(|l| l.starts_with("pi ") && l.contains(" 4 ")), "{table}");
+
+    let yaml = s.kubectl_ok(&["get", "mpijob", "pi", "-o", "yaml"]);
+    assert!(yaml.contains("ranks: 4") && yaml.contains("generation: 1") && yaml.contains("uid: "), "{yaml}");
+
+    let out = s.kubectl_ok(&["apply", "--server-side", "-f", &pi()]);
+    assert!(out.contains("mpijob.mpiswarm.io/pi serverside-applied"), "{out}");
+    let managers = s.kubectl_ok(&["get", "mpij", "pi", "-o", "jsonpath={.metadata.managedFields[*].manager}"]);
+    assert!(managers.contains("kubectl-client-side-apply") && managers.contains("kubectl"), "{managers}");
+
+    let described = s.kubectl_ok(&["describe", "mpij", "pi"]);
+    assert!(described.contains("Name:") && described.contains("pi") && described.contains("Events:"), "{described}");
+
+    let explained = s.kubectl_ok(&["explain", "mpijob.spec.placement"]);
+    assert!(explained.contains("KIND:       MpiJob") && explained.contains("policy"), "{explained}");
+
+    let all = s.kubectl_ok(&["get", "mpij", "-A"]);
+    assert!(all.contains("NAMESPACE") && all.contains("default"), "{all}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn status_patch_is_seen_by_get_watch_and_satisfies_wait() {
+    let s = with_pi().await;
+    let mut watch = s.kubectl_cmd().args(["get", "mpij", "-w", "--no-headers"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("kubectl get -w");
+    let mut lines = BufReader::new(watch.stdout.take().expect("stdout")).lines();
+    let first = lines.next().expect("initial row").expect("utf8");
+    assert!(first.starts_with("pi "), "{first}");
+
+    let status = r#"{"status":{"phase":"Succeeded","conditions":[{"type":"Succeeded","status":"True","reason":"Done","message":"pi finished","lastTransitionTime":"2025-01-01T00:00:00Z"}]}}"#;
+    let out = s.kubectl_ok(&["patch", "mpij", "pi", "--subresource=status", "--type=merge", "-p", status]);
+    assert!(out.contains("mpijob.mpiswarm.io/pi patched"), "{out}");
+    let next = lines.next().expect("watch row").expect("utf8");
+    assert!(next.contains("Succeeded"), "watch printed {next:?}");
+    let _ = watch.kill();
+    let _ = watch.wait();
+
+    let waited = s.kubectl_ok(&["wait", "--for=condition=Succeeded", "mpij/pi", "--timeout=60s"]);
+    assert!(waited.contains("condition met"), "{waited}");
+
+    // Spec changes through /status are ignored; status did not bump generation.
+    let out = s.kubectl_ok(&["patch", "mpij", "pi", "--subresource=status", "--type=merge", "-p", r#"{"spec":{"ranks":9}}"#]);
+    assert!(out.contains("patched (no change)"), "{out}");
+    let gen_ranks = s.kubectl_ok(&["get", "mpij", "pi", "-o", "jsonpath={.metadata.generation} {.spec.ranks}"]);
+    assert_eq!(gen_ranks, "1 4");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn delete_waits_for_the_finalizer_to_be_removed() {
+    let s = with_pi().await;
+    s.kubectl_ok(&["patch", "mpij", "pi", "--type=merge", "-p", r#"{"metadata":{"finalizers":["test.mpiswarm.io/hold"]}}"#]);
+    let mut delete = s.kubectl_cmd().args(["delete", "mpij", "pi", "--timeout=60s"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("kubectl delete");
+    s.until("deletionTimestamp set", |s| {
+        s.stored("mpiswarm.io/mpijobs/default/pi").is_some_and(|o| o["metadata"]["deletionTimestamp"].is_string())
+    })
+    .await;
+    assert!(delete.try_wait().expect("poll").is_none(), "kubectl delete returned while a finalizer was pending");
+
+    let rejected = s.kubectl(&["patch", "mpij", "pi", "--type=merge", "-p", r#"{"metadata":{"finalizers":["test.mpiswarm.io/hold","other/new"]}}"#]);
+    assert!(!rejected.status.success());
+    assert!(stderr(&rejected).contains("no new finalizers can be added"), "{}", stderr(&rejected));
+
+    s.kubectl_ok(&["patch", "mpij", "pi", "--type=json", "-p", r#"[{"op":"remove","path":"/metadata/finalizers/0"}]"#]);
+    let out = delete.wait_with_output().expect("delete finishes");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("mpijob.mpiswarm.io \"pi\" deleted"), "{}", stdout(&out));
+    let gone = s.kubectl(&["get", "mpij", "pi"]);
+    assert!(stderr(&gone).contains("(NotFound)"), "{}", stderr(&gone));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn invalid_and_unknown_fields_are_rejected_with_the_field_named() {
+    let s = with_pi().await;
+    let bad = s.dir.path().join("bad.yaml");
+    std::fs::write(&bad, "apiVersion: mpiswarm.io/v1alpha1\nkind: MpiJob\nmetadata:\n  name: bad\nspec:\n  image: mpiswarm/openmpi:0.1.0\n  command: [\"/bin/true\"]\n  ranks: 0\n").expect("write");
+    for extra in [&[][..], &["--server-side"][..]] {
+        let mut args = vec!["apply", "-f", bad.to_str().expect("utf8")];
+        args.extend_from_slice(extra);
+        let out = s.kubectl(&args);
+        assert!(!out.status.success());
+        let err = stderr(&out);
+        assert!(err.contains("is invalid") && err.contains("spec.ranks: Invalid value: 0"), "{err}");
+    }
+
+    let unknown = s.dir.path().join("unknown.yaml");
+    std::fs::write(&unknown, "apiVersion: mpiswarm.io/v1alpha1\nkind: MpiJob\nmetadata:\n  name: odd\nspec:\n  image: i\n  command: [\"/bin/true\"]\n  ranks: 1\n  bogus: 1\n").expect("write");
+    let out = s.kubectl(&["apply", "-f", unknown.to_str().expect("utf8")]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("unknown field \"spec.bogus\""), "{}", stderr(&out));
+
+    let out = s.kubectl(&["patch", "mpij", "pi", "-p", r#"{"spec":{"ranks":2}}"#]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("UnsupportedMediaType") || stderr(&out).contains("unknown format"), "{}", stderr(&out));
+    assert!(s.kubectl_ok(&["get", "mpij", "pi", "-o", "jsonpath={.spec.ranks}"]) == "4");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn requests_without_the_token_get_401() {
+    let s = Server::start().await;
+    let out = s.kubectl(&["--token", "wrong", "get", "ns"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("Unauthorized") || stderr(&out).contains("credentials"), "{}", stderr(&out));
+    let ns = s.kubectl_ok(&["get", "ns", "default", "-o", "jsonpath={.status.phase}"]);
+    assert_eq!(ns, "Active");
+}
