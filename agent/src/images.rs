@@ -85,10 +85,7 @@ pub async fn run(args: ImagesArgs) -> Result<(), ImagesError> {
 
 /// Builds the rank image tagged `version` and returns its name.
 pub async fn build(version: &str, force: bool) -> Result<String, ImagesError> {
-    let context = tempfile::tempdir().map_err(|source| ImagesError::Context {
-        dir: std::env::temp_dir(),
-        source,
-    })?;
+    let context = tempfile::tempdir().map_err(|source| ImagesError::Context { dir: std::env::temp_dir(), source })?;
     write_recipe(context.path())?;
     let script = context.path().join("build.sh");
     let mut command = Command::new("bash");
@@ -98,10 +95,7 @@ pub async fn build(version: &str, force: bool) -> Result<String, ImagesError> {
     }
     command.stderr(Stdio::inherit()).stdout(Stdio::piped());
     let describe = format!("bash {} {version}", script.display());
-    let output = command
-        .output()
-        .await
-        .map_err(|source| ImagesError::Spawn { command: describe.clone(), source })?;
+    let output = command.output().await.map_err(|source| ImagesError::Spawn { command: describe.clone(), source })?;
     if !output.status.success() {
         return Err(ImagesError::Failed { command: describe, status: output.status });
     }
@@ -111,8 +105,7 @@ pub async fn build(version: &str, force: bool) -> Result<String, ImagesError> {
 fn write_recipe(dir: &Path) -> Result<(), ImagesError> {
     for (name, text) in RECIPE {
         let path = dir.join(name);
-        std::fs::write(&path, text)
-            .map_err(|source| ImagesError::Context { dir: dir.to_owned(), source })?;
+        std::fs::write(&path, text).map_err(|source| ImagesError::Context { dir: dir.to_owned(), source })?;
     }
     Ok(())
 }
@@ -133,11 +126,8 @@ pub async fn load_into(image: &str, node: &str) -> Result<(), ImagesError> {
         .try_into()
         .map_err(|source| ImagesError::Spawn { command: save_cmd.clone(), source })?;
     let load_cmd = format!("docker exec -i {node} docker load");
-    let load = Command::new("docker")
-        .args(["exec", "-i", node, "docker", "load"])
-        .stdin(pipe)
-        .stdout(Stdio::null())
-        .status();
+    let load =
+        Command::new("docker").args(["exec", "-i", node, "docker", "load"]).stdin(pipe).stdout(Stdio::null()).status();
     let (saved, loaded) = tokio::join!(save.wait(), load);
     let saved = saved.map_err(|source| ImagesError::Spawn { command: save_cmd.clone(), source })?;
     let loaded = loaded.map_err(|source| ImagesError::Spawn { command: load_cmd.clone(), source })?;

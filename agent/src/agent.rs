@@ -1,0 +1,558 @@
+//! The agent's bookkeeping: which task runs as which service, what state the
+//! framework last heard, and the transitions between. It turns offer-layer
+//! events into Swarm operations ([`crate::launch`]) and Swarm observations
+//! ([`crate::observe`]) into TaskStatus updates, which it hands to an outbox
+//! that delivers them until the offer layer accepts them. It owns no
+//! connection; [`crate::run`] wires it to the offer layer and to Docker.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use mpiswarm_mesos::agent_api::{Event, EventType, ReportedTask};
+use mpiswarm_mesos::{
+    AgentId, Bytes, ExecutorInfo, FrameworkId, FrameworkInfo, Labels, Reason, Source, TaskId, TaskInfo, TaskState,
+    TaskStatus,
+};
+use tokio::sync::mpsc;
+use tracing::Instrument as _;
+
+use crate::launch::{self, LaunchFailure};
+use crate::observe::{self, Observed};
+use crate::plan::{self, LaunchContext, TaskPlan};
+use crate::store::{Store, StoreError, TaskRecord};
+use crate::swarm::{Swarm, SwarmError};
+
+/// A status on its way to the offer layer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outgoing {
+    pub framework_id: FrameworkId,
+    pub status: TaskStatus,
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// How long a service labelled as this agent's but unknown to it (no
+    /// task record) is left alone before it is removed.
+    pub orphan_grace: Duration,
+    /// How many log lines a FAILED status carries.
+    pub log_lines: usize,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        Self { orphan_grace: Duration::from_secs(60), log_lines: 20 }
+    }
+}
+
+struct Tracked {
+    record: TaskRecord,
+    /// A KILL is removing the service; observations are not reported.
+    killing: bool,
+}
+
+pub struct Agent<S: Swarm> {
+    swarm: S,
+    node_id: String,
+    store: Store,
+    config: AgentConfig,
+    agent_id: RwLock<Option<AgentId>>,
+    /// By service name (unique per framework and task).
+    tasks: Mutex<HashMap<String, Tracked>>,
+    /// Services being created: not yet observable, and a KILL for them waits.
+    launching: Mutex<HashSet<String>>,
+    kill_requested: Mutex<HashSet<String>>,
+    orphans: Mutex<HashMap<String, Instant>>,
+    /// Serialises launches with garbage collection (see [`crate::launch`]).
+    objects: tokio::sync::Mutex<()>,
+    gc_pending: Mutex<bool>,
+    outbox: mpsc::UnboundedSender<Outgoing>,
+}
+
+impl<S: Swarm + 'static> Agent<S> {
+    /// An agent over `swarm` on `node_id`, with the tasks remembered in
+    /// `store`. Statuses go to the returned receiver.
+    pub fn new(
+        swarm: S,
+        node_id: String,
+        store: Store,
+        config: AgentConfig,
+    ) -> Result<(Arc<Self>, mpsc::UnboundedReceiver<Outgoing>), StoreError> {
+        let (outbox, rx) = mpsc::unbounded_channel();
+        let agent_id = store.agent_id()?;
+        let mut tasks = HashMap::new();
+        for record in store.tasks()? {
+            tasks.insert(record.service_name.clone(), Tracked { record, killing: false });
+        }
+        let agent = Arc::new(Self {
+            swarm,
+            node_id,
+            store,
+            config,
+            agent_id: RwLock::new(agent_id),
+            tasks: Mutex::new(tasks),
+            launching: Mutex::default(),
+            kill_requested: Mutex::default(),
+            orphans: Mutex::default(),
+            objects: tokio::sync::Mutex::new(()),
+            gc_pending: Mutex::new(true),
+            outbox,
+        });
+        Ok((agent, rx))
+    }
+
+    pub fn agent_id(&self) -> Option<AgentId> {
+        self.agent_id.read().expect("agent id lock").clone()
+    }
+
+    pub fn node_id(&self) -> &str {
+        &self.node_id
+    }
+
+    /// Records the id the offer layer assigned (SUBSCRIBED) and keeps it for restarts.
+    pub fn set_agent_id(&self, id: AgentId) -> Result<(), StoreError> {
+        let previous = self.agent_id();
+        if previous.as_ref() != Some(&id) {
+            if let Some(old) = previous {
+                tracing::warn!(%old, new = %id, "the offer layer assigned a new agent id; services of the old id become orphans");
+            }
+            self.store.save_agent_id(&id)?;
+            *self.agent_id.write().expect("agent id lock") = Some(id);
+        }
+        Ok(())
+    }
+
+    /// What SUBSCRIBE reports: every live task and every terminal task whose
+    /// terminal update the framework has not acknowledged.
+    pub fn reported_tasks(&self) -> Vec<ReportedTask> {
+        let tasks = self.tasks.lock().expect("tasks lock");
+        tasks
+            .values()
+            .filter(|t| !(t.record.status.state.is_terminal() && t.record.acknowledged))
+            .map(|t| ReportedTask {
+                framework_id: t.record.framework_id.clone(),
+                task_info: t.record.task_info.clone(),
+                executor_info: t.record.executor_info.clone(),
+                status: t.record.status.clone(),
+            })
+            .collect()
+    }
+
+    /// Handles one event of the offer layer's stream. Long work (creating and
+    /// removing services) runs in its own task so the stream keeps flowing.
+    pub fn handle(self: &Arc<Self>, event: Event) {
+        match event.kind {
+            EventType::Launch => {
+                if let Some(l) = event.launch {
+                    let me = Arc::clone(self);
+                    let span = tracing::info_span!("launch", framework = %l.framework_id, task = %l.task_info.task_id);
+                    tokio::spawn(
+                        async move { me.launch(l.framework_id, &l.framework_info, None, vec![l.task_info]).await }
+                            .instrument(span),
+                    );
+                }
+            }
+            EventType::LaunchGroup => {
+                if let Some(l) = event.launch_group {
+                    let me = Arc::clone(self);
+                    let span = tracing::info_span!("launch_group", framework = %l.framework_id, executor = %l.executor_info.executor_id);
+                    tokio::spawn(
+                        async move {
+                            me.launch(l.framework_id, &l.framework_info, Some(l.executor_info), l.task_group.tasks)
+                                .await
+                        }
+                        .instrument(span),
+                    );
+                }
+            }
+            EventType::Kill => {
+                if let Some(k) = event.kill {
+                    let me = Arc::clone(self);
+                    tokio::spawn(async move { me.kill_task(&k.framework_id, &k.task_id).await });
+                }
+            }
+            EventType::Shutdown => {
+                if let Some(s) = event.shutdown {
+                    let victims: Vec<TaskId> = {
+                        let tasks = self.tasks.lock().expect("tasks lock");
+                        tasks
+                            .values()
+                            .filter(|t| t.record.framework_id == s.framework_id)
+                            .filter(|t| {
+                                s.executor_id.is_none()
+                                    || t.record.executor_info.as_ref().map(|e| &e.executor_id) == s.executor_id.as_ref()
+                            })
+                            .filter(|t| !t.record.status.state.is_terminal())
+                            .map(|t| t.record.task_info.task_id.clone())
+                            .collect()
+                    };
+                    for task_id in victims {
+                        let me = Arc::clone(self);
+                        let fw = s.framework_id.clone();
+                        tokio::spawn(async move { me.kill_task(&fw, &task_id).await });
+                    }
+                }
+            }
+            EventType::Acknowledged => {
+                if let Some(a) = event.acknowledged {
+                    self.acknowledged(&a.framework_id, &a.task_id, &a.uuid);
+                }
+            }
+            EventType::Subscribed | EventType::Heartbeat | EventType::Message | EventType::Unknown => {}
+            EventType::Error => {
+                tracing::warn!(message = ?event.error.map(|e| e.message), "offer layer sent ERROR");
+            }
+        }
+    }
+
+    /// LAUNCH (one task) and LAUNCH_GROUP: all tasks start, or none does.
+    pub async fn launch(
+        self: &Arc<Self>,
+        framework_id: FrameworkId,
+        framework_info: &FrameworkInfo,
+        executor: Option<ExecutorInfo>,
+        tasks: Vec<TaskInfo>,
+    ) {
+        let Some(agent_id) = self.agent_id() else {
+            tracing::error!("LAUNCH before SUBSCRIBED; ignoring");
+            return;
+        };
+        let role = framework_info.roles.first().cloned().or_else(|| framework_info.role.clone());
+        let ctx = LaunchContext {
+            agent_id: &agent_id.value,
+            framework_id: &framework_id,
+            framework_role: role.as_deref(),
+            executor_id: executor.as_ref().map(|e| &e.executor_id),
+        };
+        let plans: Result<Vec<TaskPlan>, plan::InvalidTask> =
+            tasks.iter().map(|t| TaskPlan::from_task_info(t, &ctx)).collect();
+        let executor_id = executor.as_ref().map(|e| e.executor_id.clone());
+        let plans = match plans {
+            Ok(p) => p,
+            Err(invalid) => {
+                tracing::warn!(error = %invalid, "refusing task group");
+                for t in &tasks {
+                    let (state, reason, message) = if t.task_id.value == invalid.task_id {
+                        (TaskState::Error, Reason::ReasonTaskInvalid, invalid.to_string())
+                    } else {
+                        (
+                            TaskState::Killed,
+                            Reason::ReasonTaskGroupInvalid,
+                            format!("not launched because its group is invalid: {invalid}"),
+                        )
+                    };
+                    self.send_untracked(&framework_id, &t.task_id, executor_id.as_ref(), state, reason, message);
+                }
+                return;
+            }
+        };
+        // Duplicate launches (a retried ACCEPT) re-report instead of relaunching.
+        {
+            let tasks_map = self.tasks.lock().expect("tasks lock");
+            if let Some(p) = plans.iter().find(|p| tasks_map.contains_key(&p.service_name)) {
+                let existing = &tasks_map[&p.service_name].record;
+                tracing::warn!(task = %p.task_id, "task already known; re-sending its status");
+                let _ = self.outbox.send(Outgoing { framework_id, status: existing.status.clone() });
+                return;
+            }
+        }
+        let names: Vec<String> = plans.iter().map(|p| p.service_name.clone()).collect();
+        self.launching.lock().expect("launching lock").extend(names.iter().cloned());
+        let result = {
+            let _objects = self.objects.lock().await;
+            launch::launch_group(&self.swarm, &self.node_id, &agent_id.value, &plans).await
+        };
+        match result {
+            Ok(()) => {
+                for (plan, task) in plans.iter().zip(&tasks) {
+                    let record = TaskRecord {
+                        framework_id: framework_id.clone(),
+                        framework_role: role.clone(),
+                        executor_info: executor.clone(),
+                        task_info: task.clone(),
+                        service_name: plan.service_name.clone(),
+                        image: plan.image.clone(),
+                        status: TaskStatus::new(task.task_id.clone(), TaskState::Staging),
+                        acknowledged: false,
+                    };
+                    self.tasks
+                        .lock()
+                        .expect("tasks lock")
+                        .insert(plan.service_name.clone(), Tracked { record, killing: false });
+                    self.transition(
+                        &plan.service_name,
+                        Observed {
+                            state: TaskState::Starting,
+                            reason: None,
+                            message: format!("service {} created", plan.service_name),
+                            exit_code: None,
+                            wants_logs: false,
+                        },
+                    );
+                }
+                tracing::info!(services = ?names, "launched");
+            }
+            Err(LaunchFailure { task_id, source }) => {
+                tracing::warn!(%task_id, error = %source, "launch failed; the group is rolled back");
+                *self.gc_pending.lock().expect("gc lock") = true;
+                for t in &tasks {
+                    let (state, reason, message) = if t.task_id.value == task_id {
+                        (TaskState::Failed, Reason::ReasonContainerLaunchFailed, source.to_string())
+                    } else {
+                        (
+                            TaskState::Killed,
+                            Reason::ReasonTaskKilledDuringLaunch,
+                            format!("not launched because task '{task_id}' of its group failed: {source}"),
+                        )
+                    };
+                    self.send_untracked(&framework_id, &t.task_id, executor_id.as_ref(), state, reason, message);
+                }
+            }
+        }
+        {
+            let mut launching = self.launching.lock().expect("launching lock");
+            for n in &names {
+                launching.remove(n);
+            }
+        }
+        let killed: Vec<String> = {
+            let mut requested = self.kill_requested.lock().expect("kill lock");
+            names.iter().filter(|n| requested.remove(*n)).cloned().collect()
+        };
+        for name in killed {
+            self.kill_service(&name).await;
+        }
+    }
+
+    /// KILL: remove the service; TASK_KILLED once it is gone.
+    pub async fn kill_task(self: &Arc<Self>, framework_id: &FrameworkId, task_id: &TaskId) {
+        let name = plan::service_name(framework_id, task_id);
+        if self.launching.lock().expect("launching lock").contains(&name) {
+            self.kill_requested.lock().expect("kill lock").insert(name);
+            return;
+        }
+        let known = self.tasks.lock().expect("tasks lock").get(&name).map(|t| t.record.status.clone());
+        match known {
+            None => self.send_untracked(
+                framework_id,
+                task_id,
+                None,
+                TaskState::Lost,
+                Reason::ReasonTaskUnknown,
+                format!("task '{task_id}' is not known on this agent"),
+            ),
+            Some(status) if status.state.is_terminal() => {
+                // Already over: the framework gets the terminal state again.
+                let _ = self.outbox.send(Outgoing { framework_id: framework_id.clone(), status });
+            }
+            Some(_) => self.kill_service(&name).await,
+        }
+    }
+
+    async fn kill_service(self: &Arc<Self>, name: &str) {
+        if let Some(t) = self.tasks.lock().expect("tasks lock").get_mut(name) {
+            t.killing = true;
+        }
+        self.transition(name, Observed::simple(TaskState::Killing, "removing the service"));
+        let removed = self.swarm.remove_service(name).await;
+        *self.gc_pending.lock().expect("gc lock") = true;
+        match removed {
+            Ok(()) => self.transition(name, Observed::simple(TaskState::Killed, "killed: service removed")),
+            Err(e) => {
+                tracing::error!(service = name, error = %e, "could not remove service");
+                if let Some(t) = self.tasks.lock().expect("tasks lock").get_mut(name) {
+                    t.killing = false;
+                }
+                return;
+            }
+        }
+        if let Some(t) = self.tasks.lock().expect("tasks lock").get_mut(name) {
+            t.killing = false;
+        }
+        self.collect_garbage().await;
+    }
+
+    fn acknowledged(&self, framework_id: &FrameworkId, task_id: &TaskId, uuid: &Bytes) {
+        let name = plan::service_name(framework_id, task_id);
+        let mut tasks = self.tasks.lock().expect("tasks lock");
+        let Some(t) = tasks.get_mut(&name) else { return };
+        if t.record.status.uuid.as_ref() != Some(uuid) {
+            return;
+        }
+        if t.record.status.state.is_terminal() {
+            tasks.remove(&name);
+            if let Err(e) = self.store.forget_task(&name) {
+                tracing::warn!(error = %e, "could not forget an acknowledged task");
+            }
+        } else {
+            t.record.acknowledged = true;
+        }
+    }
+
+    /// Compares every task's service with what the framework last heard,
+    /// reports changes, removes finished services, adopts nothing unknown
+    /// until its grace period ends (then removes it), and collects garbage.
+    pub async fn resync(self: &Arc<Self>) -> Result<(), SwarmError> {
+        let Some(agent_id) = self.agent_id() else { return Ok(()) };
+        let services = self.swarm.services(&agent_id.value).await?;
+        let swarm_tasks = self.swarm.tasks(&self.node_id).await?;
+        let ids: HashMap<String, String> =
+            services.iter().filter_map(|s| Some((s.spec.as_ref()?.name.clone()?, s.id.clone()?))).collect();
+        let launching = self.launching.lock().expect("launching lock").clone();
+        let snapshot: Vec<(String, TaskState, String)> = {
+            let tasks = self.tasks.lock().expect("tasks lock");
+            tasks
+                .iter()
+                .filter(|(name, t)| !t.killing && !launching.contains(*name) && !t.record.status.state.is_terminal())
+                .map(|(name, t)| (name.clone(), t.record.status.state, t.record.image.clone()))
+                .collect()
+        };
+        for (name, last, image) in snapshot {
+            let mut observed = match ids.get(&name) {
+                None => Observed {
+                    reason: Some(Reason::ReasonContainerLaunchFailed),
+                    ..Observed::simple(TaskState::Lost, format!("service {name} was removed outside the agent"))
+                },
+                Some(id) => {
+                    let mine: Vec<_> =
+                        swarm_tasks.iter().filter(|t| t.service_id.as_deref() == Some(id.as_str())).cloned().collect();
+                    match observe::newest(&mine) {
+                        None => Observed::simple(TaskState::Starting, "waiting for swarm to schedule the task"),
+                        Some(t) => observe::observe(t, &image),
+                    }
+                }
+            };
+            if observed.state == last {
+                continue;
+            }
+            if observed.state.is_terminal() {
+                if observed.wants_logs {
+                    match self.swarm.logs_tail(&name, self.config.log_lines).await {
+                        Ok(logs) if !logs.trim().is_empty() => {
+                            observed.message = format!("{}; last log lines:\n{}", observed.message, logs.trim_end());
+                        }
+                        Ok(_) => {}
+                        Err(e) => tracing::debug!(error = %e, "no logs"),
+                    }
+                }
+                self.transition(&name, observed);
+                if let Err(e) = self.swarm.remove_service(&name).await {
+                    tracing::warn!(service = name, error = %e, "could not remove a finished service");
+                }
+                *self.gc_pending.lock().expect("gc lock") = true;
+            } else {
+                self.transition(&name, observed);
+            }
+        }
+        self.collect_orphans(&services, &launching).await;
+        if *self.gc_pending.lock().expect("gc lock") {
+            self.collect_garbage().await;
+        }
+        Ok(())
+    }
+
+    async fn collect_orphans(&self, services: &[bollard::models::Service], launching: &HashSet<String>) {
+        let known: HashSet<String> = self.tasks.lock().expect("tasks lock").keys().cloned().collect();
+        let now = Instant::now();
+        let mut expired = Vec::new();
+        {
+            let mut orphans = self.orphans.lock().expect("orphans lock");
+            let present: HashSet<String> = services.iter().filter_map(|s| s.spec.as_ref()?.name.clone()).collect();
+            orphans.retain(|name, _| present.contains(name) && !known.contains(name));
+            for name in present {
+                if known.contains(&name) || launching.contains(&name) {
+                    continue;
+                }
+                let since = *orphans.entry(name.clone()).or_insert(now);
+                if now.duration_since(since) >= self.config.orphan_grace {
+                    expired.push(name);
+                }
+            }
+        }
+        for name in expired {
+            tracing::warn!(service = name, "removing a service no task owns (orphan past its grace period)");
+            if self.swarm.remove_service(&name).await.is_ok() {
+                self.orphans.lock().expect("orphans lock").remove(&name);
+                *self.gc_pending.lock().expect("gc lock") = true;
+            }
+        }
+    }
+
+    async fn collect_garbage(&self) {
+        let Some(agent_id) = self.agent_id() else { return };
+        let _objects = self.objects.lock().await;
+        *self.gc_pending.lock().expect("gc lock") = false;
+        match launch::collect_garbage(&self.swarm, &agent_id.value).await {
+            Ok(removed) if !removed.is_empty() => tracing::info!(?removed, "removed unused swarm objects"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "garbage collection failed; retrying later"),
+        }
+        // Objects of a just-removed service stay in use until its container
+        // is gone; look again at the next resync while any remain.
+        let remaining = futures::future::join_all(
+            [crate::swarm::ObjectKind::Network, crate::swarm::ObjectKind::Secret, crate::swarm::ObjectKind::Config]
+                .map(|k| self.swarm.owned(k, &agent_id.value)),
+        )
+        .await
+        .into_iter()
+        .map(|r| r.map(|v| v.len()).unwrap_or(1))
+        .sum::<usize>();
+        let services = self.swarm.services(&agent_id.value).await.map(|s| s.len()).unwrap_or(1);
+        if remaining > 0 && services == 0 {
+            *self.gc_pending.lock().expect("gc lock") = true;
+        }
+    }
+
+    /// Records and reports a new state of a tracked task.
+    fn transition(&self, service_name: &str, observed: Observed) {
+        let mut tasks = self.tasks.lock().expect("tasks lock");
+        let Some(t) = tasks.get_mut(service_name) else { return };
+        let status = self.status(
+            &t.record.task_info.task_id,
+            t.record.executor_info.as_ref().map(|e| &e.executor_id),
+            &observed,
+        );
+        tracing::info!(task = %t.record.task_info.task_id, state = status.state.as_str(), message = %observed.message, "task state");
+        t.record.status = status.clone();
+        t.record.acknowledged = false;
+        if let Err(e) = self.store.save_task(&t.record) {
+            tracing::error!(error = %e, "could not persist task state");
+        }
+        let _ = self.outbox.send(Outgoing { framework_id: t.record.framework_id.clone(), status });
+    }
+
+    fn send_untracked(
+        &self,
+        framework_id: &FrameworkId,
+        task_id: &TaskId,
+        executor_id: Option<&mpiswarm_mesos::ExecutorId>,
+        state: TaskState,
+        reason: Reason,
+        message: String,
+    ) {
+        let observed = Observed { reason: Some(reason), ..Observed::simple(state, message) };
+        let status = self.status(task_id, executor_id, &observed);
+        let _ = self.outbox.send(Outgoing { framework_id: framework_id.clone(), status });
+    }
+
+    fn status(
+        &self,
+        task_id: &TaskId,
+        executor_id: Option<&mpiswarm_mesos::ExecutorId>,
+        observed: &Observed,
+    ) -> TaskStatus {
+        let mut status = TaskStatus::new(task_id.clone(), observed.state);
+        status.message = Some(observed.message.clone());
+        status.source = Some(Source::SourceExecutor);
+        status.reason = observed.reason;
+        status.agent_id = self.agent_id();
+        status.executor_id = executor_id.cloned();
+        status.timestamp = SystemTime::now().duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs_f64());
+        status.uuid = Some(Bytes::random_uuid());
+        if let Some(code) = observed.exit_code {
+            let code = code.to_string();
+            status.labels = Some(Labels::from_pairs([(crate::labels::EXIT_CODE, code.as_str())]));
+        }
+        status
+    }
+}

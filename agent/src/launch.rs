@@ -1,0 +1,102 @@
+//! Creating and removing what a task group needs on Swarm: networks, then
+//! secrets and configs, then the services, all or nothing; and the garbage
+//! collection of networks, secrets and configs no service of this agent
+//! references any more. Callers serialise these with one lock per agent, so
+//! that a collection never removes what a concurrent launch just created.
+
+use std::collections::HashSet;
+
+use crate::plan::{FileKind, TaskPlan};
+use crate::spec::{self, ObjectIds};
+use crate::swarm::{ObjectKind, Swarm, SwarmError};
+
+/// Why a group did not start, and which task was the cause.
+#[derive(Debug, thiserror::Error)]
+#[error("launching task '{task_id}' failed: {source}")]
+pub struct LaunchFailure {
+    pub task_id: String,
+    #[source]
+    pub source: SwarmError,
+}
+
+/// Creates every object and service of `plans`. On failure, removes the
+/// services it created, so the group leaves nothing running; the caller then
+/// collects the garbage.
+pub async fn launch_group<S: Swarm>(
+    swarm: &S,
+    node_id: &str,
+    agent_id: &str,
+    plans: &[TaskPlan],
+) -> Result<(), LaunchFailure> {
+    let mut created: Vec<&str> = Vec::new();
+    let result = async {
+        let mut networks = HashSet::new();
+        for plan in plans {
+            let fail = |source| LaunchFailure { task_id: plan.task_id.value.clone(), source };
+            for network in &plan.networks {
+                if networks.insert(network.name.clone()) {
+                    swarm.ensure_network(spec::network_request(network, agent_id)).await.map_err(fail)?;
+                }
+            }
+            let mut ids = ObjectIds::new();
+            for file in &plan.files {
+                let id = match file.kind {
+                    FileKind::Secret => swarm.ensure_secret(spec::secret_spec(file, agent_id)).await,
+                    FileKind::Config => swarm.ensure_config(spec::config_spec(file, agent_id)).await,
+                }
+                .map_err(fail)?;
+                ids.insert(file.object_name.clone(), id);
+            }
+            swarm.create_service(spec::service_spec(plan, node_id, &ids)).await.map_err(fail)?;
+            created.push(&plan.service_name);
+        }
+        Ok(())
+    }
+    .await;
+    if result.is_err() {
+        for name in created {
+            if let Err(e) = swarm.remove_service(name).await {
+                tracing::warn!(service = name, error = %e, "could not roll back a service of a failed group");
+            }
+        }
+    }
+    result
+}
+
+/// Removes this agent's networks, secrets and configs that none of its
+/// services references. Objects still in use (a container of a removed
+/// service still stopping) are left for the next collection. Returns the
+/// names removed.
+pub async fn collect_garbage<S: Swarm>(swarm: &S, agent_id: &str) -> Result<Vec<String>, SwarmError> {
+    let services = swarm.services(agent_id).await?;
+    let mut used: HashSet<String> = HashSet::new();
+    for service in &services {
+        let Some(template) = service.spec.as_ref().and_then(|s| s.task_template.as_ref()) else { continue };
+        for n in template.networks.iter().flatten() {
+            used.extend(n.target.clone());
+        }
+        if let Some(c) = &template.container_spec {
+            for s in c.secrets.iter().flatten() {
+                used.extend(s.secret_id.clone());
+                used.extend(s.secret_name.clone());
+            }
+            for s in c.configs.iter().flatten() {
+                used.extend(s.config_id.clone());
+                used.extend(s.config_name.clone());
+            }
+        }
+    }
+    let mut removed = Vec::new();
+    for kind in [ObjectKind::Secret, ObjectKind::Config, ObjectKind::Network] {
+        for object in swarm.owned(kind, agent_id).await? {
+            if used.contains(&object.id) || used.contains(&object.name) {
+                continue;
+            }
+            match swarm.remove(kind, &object.id).await {
+                Ok(()) => removed.push(object.name),
+                Err(e) => tracing::debug!(name = %object.name, error = %e, "still in use; collecting later"),
+            }
+        }
+    }
+    Ok(removed)
+}

@@ -1,0 +1,413 @@
+//! TaskInfo -> [`TaskPlan`]: everything the agent will ask Swarm for, checked
+//! and resolved, with no Docker types in sight. Every refusal of a TaskInfo
+//! happens here, before any Swarm object exists, with a message that names
+//! the offending value; [`crate::spec`] then renders a plan into API objects.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use mpiswarm_mesos::task::{ContainerType, DockerNetwork, VolumeMode};
+use mpiswarm_mesos::{ExecutorId, FrameworkId, TaskId, TaskInfo};
+
+use crate::labels;
+
+/// Who is asking and where: the parts of a service that do not come from the
+/// TaskInfo itself.
+#[derive(Debug, Clone)]
+pub struct LaunchContext<'a> {
+    pub agent_id: &'a str,
+    pub framework_id: &'a FrameworkId,
+    pub framework_role: Option<&'a str>,
+    pub executor_id: Option<&'a ExecutorId>,
+}
+
+/// A TaskInfo the agent refuses; becomes TASK_ERROR / REASON_TASK_INVALID.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("task '{task_id}' is invalid: {reason}")]
+pub struct InvalidTask {
+    pub task_id: String,
+    pub reason: String,
+}
+
+/// One Swarm service to create, resolved from a TaskInfo.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskPlan {
+    pub task_id: TaskId,
+    pub service_name: String,
+    pub image: String,
+    /// Replaces the image's entrypoint (shell commands: `/bin/sh -c`).
+    pub command: Option<Vec<String>>,
+    /// Replaces the image's CMD.
+    pub args: Option<Vec<String>>,
+    pub env: Vec<String>,
+    pub cpus: f64,
+    pub mem_mib: f64,
+    pub labels: BTreeMap<String, String>,
+    pub networks: Vec<NetworkPlan>,
+    pub hostname: String,
+    /// Names peers resolve this task by on each of its networks.
+    pub aliases: Vec<String>,
+    pub files: Vec<FilePlan>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkPlan {
+    pub name: String,
+    pub driver: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// Private material (keys): a Swarm secret, kept encrypted in the raft log.
+    Secret,
+    /// Plain files (hostfiles): a Swarm config.
+    Config,
+}
+
+/// A file mounted into the container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilePlan {
+    pub kind: FileKind,
+    /// Absolute path in the container.
+    pub target: String,
+    pub data: Vec<u8>,
+    pub mode: u32,
+    /// Swarm object name, derived from kind, target and content: tasks of one
+    /// job on one node share their SSH key secret instead of duplicating it.
+    pub object_name: String,
+}
+
+/// The only Swarm network driver a task may ask for: services can join only
+/// swarm-scoped networks, and only overlay gives MPI ranks one L3 segment
+/// across nodes.
+pub const OVERLAY: &str = "overlay";
+
+impl TaskPlan {
+    pub fn from_task_info(task: &TaskInfo, ctx: &LaunchContext<'_>) -> Result<Self, InvalidTask> {
+        let invalid = |reason: String| InvalidTask { task_id: task.task_id.value.clone(), reason };
+        if task.task_id.value.is_empty() {
+            return Err(invalid("task_id is empty".into()));
+        }
+        if let Some(executor) = &task.executor
+            && (executor.command.is_some() || executor.container.is_some())
+        {
+            return Err(invalid(format!(
+                "custom executor '{}' is not supported: the agent runs the task's own container (drop TaskInfo.executor)",
+                executor.executor_id
+            )));
+        }
+        let container = task.container.as_ref().ok_or_else(|| {
+            invalid("it has no container: set container.type=DOCKER and container.docker.image".into())
+        })?;
+        if container.kind != ContainerType::Docker {
+            return Err(invalid(format!(
+                "container.type {:?} is not supported: only DOCKER containers run on Swarm",
+                container.kind
+            )));
+        }
+        let docker = container
+            .docker
+            .as_ref()
+            .ok_or_else(|| invalid("container.docker is missing: it must name the image".into()))?;
+        let image = docker.image.trim();
+        if image.is_empty() || image.chars().any(char::is_whitespace) {
+            return Err(invalid(format!("container.docker.image '{}' is not an image reference", docker.image)));
+        }
+        if docker.privileged == Some(true) {
+            return Err(invalid("container.docker.privileged=true is not supported by Swarm services".into()));
+        }
+        if let Some(p) = docker.parameters.first() {
+            return Err(invalid(format!(
+                "container.docker.parameters are not supported (got '{}={}'): Swarm services take no docker run flags",
+                p.key, p.value
+            )));
+        }
+        if !docker.port_mappings.is_empty() {
+            return Err(invalid(
+                "container.docker.port_mappings are not supported: tasks talk over their overlay network".into(),
+            ));
+        }
+        if matches!(docker.network, Some(DockerNetwork::Host | DockerNetwork::Bridge | DockerNetwork::None))
+            && !container.network_infos.is_empty()
+        {
+            return Err(invalid(format!(
+                "container.docker.network {:?} conflicts with network_infos: use USER networks",
+                docker.network.expect("matched above")
+            )));
+        }
+
+        let (cpus, mem_mib) = resources(task).map_err(invalid)?;
+        let (command, args) = command_line(task);
+        let env = environment(task).map_err(invalid)?;
+        let networks = networks(task).map_err(invalid)?;
+        let hostname = match &container.hostname {
+            Some(h) => {
+                if !is_dns_label(h) {
+                    return Err(invalid(format!(
+                        "container.hostname '{h}' is not a DNS label (lowercase letters, digits and '-', at most 63)"
+                    )));
+                }
+                h.clone()
+            }
+            None => dns_label(&task.name, &task.task_id.value),
+        };
+        let mut aliases = vec![hostname.clone()];
+        let by_name = dns_label(&task.name, &task.task_id.value);
+        if !aliases.contains(&by_name) {
+            aliases.push(by_name);
+        }
+        let files = files(task).map_err(invalid)?;
+
+        let mut labels = BTreeMap::new();
+        for label in task.labels.iter().flat_map(|l| l.labels.iter()) {
+            labels.insert(labels::for_task_label(&label.key), label.value.clone().unwrap_or_default());
+        }
+        // The agent's own labels last: a framework must not be able to claim
+        // or disown objects by naming these keys.
+        labels.insert(labels::MANAGED_BY.into(), labels::MANAGED_BY_VALUE.into());
+        labels.insert(labels::AGENT_ID.into(), ctx.agent_id.into());
+        labels.insert(labels::FRAMEWORK_ID.into(), ctx.framework_id.value.clone());
+        labels.insert(labels::TASK_ID.into(), task.task_id.value.clone());
+        labels.insert(labels::TASK_NAME.into(), task.name.clone());
+        if let Some(role) = ctx.framework_role {
+            labels.insert(labels::FRAMEWORK_ROLE.into(), role.into());
+        }
+        if let Some(executor) = ctx.executor_id {
+            labels.insert(labels::EXECUTOR_ID.into(), executor.value.clone());
+        }
+
+        Ok(Self {
+            task_id: task.task_id.clone(),
+            service_name: service_name(ctx.framework_id, &task.task_id),
+            image: image.to_owned(),
+            command,
+            args,
+            env,
+            cpus,
+            mem_mib,
+            labels,
+            networks,
+            hostname,
+            aliases,
+            files,
+        })
+    }
+}
+
+/// The service of a task: readable, unique per (framework, task), and a valid
+/// Swarm service name (which is also a DNS name on the task's networks).
+pub fn service_name(framework_id: &FrameworkId, task_id: &TaskId) -> String {
+    let mut readable: String =
+        task_id.value.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
+    readable.truncate(36);
+    let readable = readable.trim_matches('-');
+    let hash = fnv1a(&[framework_id.value.as_bytes(), b"\0", task_id.value.as_bytes()]);
+    format!("mpiswarm-{readable}-{:08x}", hash as u32).replace("--", "-")
+}
+
+fn resources(task: &TaskInfo) -> Result<(f64, f64), String> {
+    let (mut cpus, mut mem) = (0.0, 0.0);
+    for r in &task.resources {
+        if let Some(v) = r.scalar_value() {
+            if !v.is_finite() || v < 0.0 {
+                return Err(format!("resource {} has value {v}: it must be a finite number >= 0", r.name));
+            }
+            match r.name.as_str() {
+                "cpus" => cpus += v,
+                "mem" => mem += v,
+                _ => {}
+            }
+        }
+    }
+    Ok((cpus, mem))
+}
+
+/// Mesos' Docker containerizer semantics: a shell command replaces the
+/// entrypoint with `/bin/sh -c`; otherwise value and arguments are appended
+/// after the image, i.e. they replace CMD and keep the entrypoint.
+fn command_line(task: &TaskInfo) -> (Option<Vec<String>>, Option<Vec<String>>) {
+    let Some(cmd) = &task.command else { return (None, None) };
+    if cmd.is_shell() {
+        match &cmd.value {
+            Some(v) => (Some(vec!["/bin/sh".into(), "-c".into(), v.clone()]), None),
+            None => (None, None),
+        }
+    } else {
+        let args: Vec<String> = cmd.value.iter().cloned().chain(cmd.arguments.iter().cloned()).collect();
+        (None, (!args.is_empty()).then_some(args))
+    }
+}
+
+fn environment(task: &TaskInfo) -> Result<Vec<String>, String> {
+    let vars = task.command.iter().flat_map(|c| c.environment.iter()).flat_map(|e| e.variables.iter());
+    vars.map(|v| {
+        if v.name.is_empty() || v.name.contains('=') || v.name.contains('\0') {
+            return Err(format!("environment variable name '{}' is invalid", v.name));
+        }
+        Ok(format!("{}={}", v.name, v.value.as_deref().unwrap_or("")))
+    })
+    .collect()
+}
+
+fn networks(task: &TaskInfo) -> Result<Vec<NetworkPlan>, String> {
+    let infos = task.container.iter().flat_map(|c| c.network_infos.iter());
+    let mut out: Vec<NetworkPlan> = Vec::new();
+    for info in infos {
+        let name = info.name.as_deref().unwrap_or("");
+        if !is_network_name(name) {
+            return Err(format!(
+                "network_infos name '{name}' is not a valid network name (letters, digits, '_', '.', '-', at most 64)"
+            ));
+        }
+        let driver = info.labels.as_ref().and_then(|l| l.get(labels::NETWORK_DRIVER)).unwrap_or(OVERLAY);
+        if driver != OVERLAY {
+            return Err(format!(
+                "network '{name}' asks for unknown network driver '{driver}' (label {}): only '{OVERLAY}' is supported",
+                labels::NETWORK_DRIVER
+            ));
+        }
+        if !out.iter().any(|n| n.name == name) {
+            out.push(NetworkPlan { name: name.to_owned(), driver: driver.to_owned() });
+        }
+    }
+    Ok(out)
+}
+
+fn files(task: &TaskInfo) -> Result<Vec<FilePlan>, String> {
+    let mut out = Vec::new();
+    for volume in task.container.iter().flat_map(|c| c.volumes.iter()) {
+        let target = &volume.container_path;
+        if let Some(host) = &volume.host_path {
+            return Err(format!("volume {target}: host_path '{host}' volumes are not supported on Swarm"));
+        }
+        let Some(source) = &volume.source else {
+            return Err(format!("volume {target}: it has no source"));
+        };
+        let kind = source.get("type").and_then(|t| t.as_str()).unwrap_or("");
+        if kind != "SECRET" {
+            return Err(format!("volume {target}: source type '{kind}' is not supported (only SECRET)"));
+        }
+        let secret = source.get("secret");
+        let secret_type = secret.and_then(|s| s.get("type")).and_then(|t| t.as_str()).unwrap_or("");
+        if secret_type != "VALUE" {
+            return Err(format!(
+                "volume {target}: secret type '{secret_type}' is not supported (only VALUE, with the data inline)"
+            ));
+        }
+        let data = secret
+            .and_then(|s| s.get("value"))
+            .and_then(|v| v.get("data"))
+            .and_then(|d| d.as_str())
+            .ok_or_else(|| format!("volume {target}: secret.value.data is missing"))?;
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(data)
+            .map_err(|e| format!("volume {target}: secret.value.data is not base64: {e}"))?;
+        check_target(target)?;
+        let mode = if volume.mode == VolumeMode::Rw { 0o600 } else { 0o400 };
+        out.push(FilePlan::new(FileKind::Secret, target, data, mode));
+    }
+    for uri in task.command.iter().flat_map(|c| c.uris.iter()) {
+        let Some(payload) = uri.value.strip_prefix("data:") else {
+            return Err(format!(
+                "command.uris '{}' cannot be fetched: only inline data: URIs are supported (nothing is downloaded)",
+                uri.value
+            ));
+        };
+        let target = uri
+            .output_file
+            .as_deref()
+            .ok_or_else(|| "command.uris data: URI needs output_file (an absolute path), got none".to_owned())?;
+        check_target(target)?;
+        let data = decode_data_uri(payload).map_err(|e| format!("command.uris for {target}: {e}"))?;
+        let mode = if uri.executable == Some(true) { 0o555 } else { 0o444 };
+        out.push(FilePlan::new(FileKind::Config, target, data, mode));
+    }
+    for (i, a) in out.iter().enumerate() {
+        if out[..i].iter().any(|b| b.target == a.target) {
+            return Err(format!("two files target {}", a.target));
+        }
+    }
+    Ok(out)
+}
+
+impl FilePlan {
+    fn new(kind: FileKind, target: &str, data: Vec<u8>, mode: u32) -> Self {
+        let tag = match kind {
+            FileKind::Secret => "s",
+            FileKind::Config => "c",
+        };
+        let hash = fnv1a(&[tag.as_bytes(), target.as_bytes(), b"\0", &data, &mode.to_le_bytes()]);
+        Self { kind, target: target.to_owned(), data, mode, object_name: format!("mpiswarm-{tag}-{hash:016x}") }
+    }
+}
+
+fn check_target(target: &str) -> Result<(), String> {
+    if !target.starts_with('/') || target.ends_with('/') || target.split('/').any(|p| p == "..") {
+        return Err(format!("file target '{target}' must be an absolute file path without '..'"));
+    }
+    Ok(())
+}
+
+/// RFC 2397 body after `data:`: `[mediatype][;base64],payload`.
+fn decode_data_uri(payload: &str) -> Result<Vec<u8>, String> {
+    let (meta, body) = payload.split_once(',').ok_or("data: URI has no ',' before its payload")?;
+    if meta.ends_with(";base64") {
+        base64::engine::general_purpose::STANDARD.decode(body).map_err(|e| format!("invalid base64 payload: {e}"))
+    } else {
+        percent_decode(body)
+    }
+}
+
+fn percent_decode(s: &str) -> Result<Vec<u8>, String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s.get(i + 1..i + 3).ok_or("truncated %-escape")?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| format!("invalid %-escape '%{hex}'"))?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    Ok(out)
+}
+
+fn is_network_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+}
+
+fn is_dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+/// A DNS label from a task name (falling back to the task id).
+fn dns_label(name: &str, fallback: &str) -> String {
+    let source = if name.trim().is_empty() { fallback } else { name };
+    let mut label: String =
+        source.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
+    label.truncate(63);
+    let label = label.trim_matches('-').to_owned();
+    if label.is_empty() { "task".to_owned() } else { label }
+}
+
+/// FNV-1a: a stable, dependency-free hash for object names (not security).
+fn fnv1a(parts: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for b in *part {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}

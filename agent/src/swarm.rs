@@ -1,0 +1,265 @@
+//! The narrow slice of the Docker Engine API the agent uses, as a trait so
+//! the launch and cleanup logic can be unit-tested against a fake, and its
+//! one real implementation over bollard. Every method is idempotent: "create"
+//! of something that exists and "remove" of something gone both succeed,
+//! because after a crash the agent replays its intentions.
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use bollard::Docker;
+use bollard::models::{ConfigSpec, NetworkCreateRequest, SecretSpec, Service, ServiceSpec, Task};
+use bollard::query_parameters::{
+    ListConfigsOptions, ListNetworksOptions, ListSecretsOptions, ListServicesOptions, ListTasksOptions, LogsOptions,
+};
+use futures::StreamExt;
+
+use crate::labels;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SwarmError {
+    #[error("docker {operation} failed: {source}")]
+    Docker {
+        operation: String,
+        #[source]
+        source: bollard::errors::Error,
+    },
+    #[error(
+        "network '{name}' exists with driver '{driver}' (scope '{scope}'); a task needs an attachable swarm overlay"
+    )]
+    NetworkConflict { name: String, driver: String, scope: String },
+}
+
+impl SwarmError {
+    fn docker(operation: impl Into<String>) -> impl FnOnce(bollard::errors::Error) -> Self {
+        let operation = operation.into();
+        move |source| Self::Docker { operation, source }
+    }
+}
+
+/// The kinds of swarm objects a service references and the agent owns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ObjectKind {
+    Network,
+    Secret,
+    Config,
+}
+
+/// An object the agent owns, by id and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owned {
+    pub id: String,
+    pub name: String,
+}
+
+pub trait Swarm: Send + Sync {
+    /// Creates the attachable overlay `request.name` unless it exists.
+    fn ensure_network(&self, request: NetworkCreateRequest) -> impl Future<Output = Result<(), SwarmError>> + Send;
+    /// Creates the secret unless one of that name exists; returns its id.
+    fn ensure_secret(&self, spec: SecretSpec) -> impl Future<Output = Result<String, SwarmError>> + Send;
+    /// Creates the config unless one of that name exists; returns its id.
+    fn ensure_config(&self, spec: ConfigSpec) -> impl Future<Output = Result<String, SwarmError>> + Send;
+    /// Creates the service unless one of that name exists; returns its id.
+    fn create_service(&self, spec: ServiceSpec) -> impl Future<Output = Result<String, SwarmError>> + Send;
+    fn remove_service(&self, name: &str) -> impl Future<Output = Result<(), SwarmError>> + Send;
+    /// The services labelled as this agent's.
+    fn services(&self, agent_id: &str) -> impl Future<Output = Result<Vec<Service>, SwarmError>> + Send;
+    /// Swarm tasks on `node_id`, all services.
+    fn tasks(&self, node_id: &str) -> impl Future<Output = Result<Vec<Task>, SwarmError>> + Send;
+    /// Objects of `kind` labelled as this agent's.
+    fn owned(&self, kind: ObjectKind, agent_id: &str) -> impl Future<Output = Result<Vec<Owned>, SwarmError>> + Send;
+    fn remove(&self, kind: ObjectKind, id: &str) -> impl Future<Output = Result<(), SwarmError>> + Send;
+    /// The last `lines` lines of a service's output (stdout and stderr).
+    fn logs_tail(&self, service: &str, lines: usize) -> impl Future<Output = Result<String, SwarmError>> + Send;
+}
+
+/// The Docker engine over bollard.
+#[derive(Clone)]
+pub struct DockerSwarm {
+    pub docker: Docker,
+}
+
+fn is_status(e: &bollard::errors::Error, code: u16) -> bool {
+    matches!(e, bollard::errors::Error::DockerResponseServerError { status_code, .. } if *status_code == code)
+}
+
+fn label_filter(agent_id: &str) -> Option<HashMap<String, Vec<String>>> {
+    Some(HashMap::from([("label".to_owned(), vec![labels::owned_by(agent_id)])]))
+}
+
+fn name_filter(name: &str) -> Option<HashMap<String, Vec<String>>> {
+    Some(HashMap::from([("name".to_owned(), vec![name.to_owned()])]))
+}
+
+impl Swarm for DockerSwarm {
+    async fn ensure_network(&self, request: NetworkCreateRequest) -> Result<(), SwarmError> {
+        let name = request.name.clone();
+        let existing = self
+            .docker
+            .list_networks(Some(ListNetworksOptions { filters: name_filter(&name) }))
+            .await
+            .map_err(SwarmError::docker(format!("list networks named {name}")))?;
+        // The name filter matches substrings; only an exact match counts.
+        if let Some(n) = existing.into_iter().find(|n| n.name.as_deref() == Some(name.as_str())) {
+            let driver = n.driver.unwrap_or_default();
+            let scope = n.scope.unwrap_or_default();
+            if driver != "overlay" || scope != "swarm" {
+                return Err(SwarmError::NetworkConflict { name, driver, scope });
+            }
+            return Ok(());
+        }
+        match self.docker.create_network(request).await {
+            Ok(_) => Ok(()),
+            // Created concurrently by a sibling launch.
+            Err(e) if is_status(&e, 409) => Ok(()),
+            Err(e) => Err(SwarmError::docker(format!("create network {name}"))(e)),
+        }
+    }
+
+    async fn ensure_secret(&self, spec: SecretSpec) -> Result<String, SwarmError> {
+        let name = spec.name.clone().unwrap_or_default();
+        let find = || async {
+            let found = self
+                .docker
+                .list_secrets(Some(ListSecretsOptions { filters: name_filter(&name) }))
+                .await
+                .map_err(SwarmError::docker(format!("list secrets named {name}")))?;
+            Ok::<_, SwarmError>(
+                found
+                    .into_iter()
+                    .find(|s| s.spec.as_ref().and_then(|s| s.name.as_deref()) == Some(name.as_str()))
+                    .and_then(|s| s.id),
+            )
+        };
+        if let Some(id) = find().await? {
+            return Ok(id);
+        }
+        match self.docker.create_secret(spec).await {
+            Ok(r) => Ok(r.id),
+            Err(e) if is_status(&e, 409) => {
+                find().await?.ok_or_else(|| SwarmError::docker(format!("create secret {name}"))(e))
+            }
+            Err(e) => Err(SwarmError::docker(format!("create secret {name}"))(e)),
+        }
+    }
+
+    async fn ensure_config(&self, spec: ConfigSpec) -> Result<String, SwarmError> {
+        let name = spec.name.clone().unwrap_or_default();
+        let find = || async {
+            let found = self
+                .docker
+                .list_configs(Some(ListConfigsOptions { filters: name_filter(&name) }))
+                .await
+                .map_err(SwarmError::docker(format!("list configs named {name}")))?;
+            Ok::<_, SwarmError>(
+                found
+                    .into_iter()
+                    .find(|c| c.spec.as_ref().and_then(|s| s.name.as_deref()) == Some(name.as_str()))
+                    .and_then(|c| c.id),
+            )
+        };
+        if let Some(id) = find().await? {
+            return Ok(id);
+        }
+        match self.docker.create_config(spec).await {
+            Ok(r) => Ok(r.id),
+            Err(e) if is_status(&e, 409) => {
+                find().await?.ok_or_else(|| SwarmError::docker(format!("create config {name}"))(e))
+            }
+            Err(e) => Err(SwarmError::docker(format!("create config {name}"))(e)),
+        }
+    }
+
+    async fn create_service(&self, spec: ServiceSpec) -> Result<String, SwarmError> {
+        let name = spec.name.clone().unwrap_or_default();
+        match self.docker.create_service(spec, None).await {
+            Ok(r) => Ok(r.id.unwrap_or_default()),
+            Err(e) if is_status(&e, 409) => {
+                let s = self
+                    .docker
+                    .inspect_service(&name, None)
+                    .await
+                    .map_err(SwarmError::docker(format!("inspect service {name}")))?;
+                Ok(s.id.unwrap_or_default())
+            }
+            Err(e) => Err(SwarmError::docker(format!("create service {name}"))(e)),
+        }
+    }
+
+    async fn remove_service(&self, name: &str) -> Result<(), SwarmError> {
+        match self.docker.delete_service(name).await {
+            Ok(()) => Ok(()),
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(SwarmError::docker(format!("remove service {name}"))(e)),
+        }
+    }
+
+    async fn services(&self, agent_id: &str) -> Result<Vec<Service>, SwarmError> {
+        self.docker
+            .list_services(Some(ListServicesOptions { filters: label_filter(agent_id), status: None }))
+            .await
+            .map_err(SwarmError::docker("list services"))
+    }
+
+    async fn tasks(&self, node_id: &str) -> Result<Vec<Task>, SwarmError> {
+        let filters = HashMap::from([("node".to_owned(), vec![node_id.to_owned()])]);
+        self.docker
+            .list_tasks(Some(ListTasksOptions { filters: Some(filters) }))
+            .await
+            .map_err(SwarmError::docker("list tasks"))
+    }
+
+    async fn owned(&self, kind: ObjectKind, agent_id: &str) -> Result<Vec<Owned>, SwarmError> {
+        let filters = label_filter(agent_id);
+        Ok(match kind {
+            ObjectKind::Network => self
+                .docker
+                .list_networks(Some(ListNetworksOptions { filters }))
+                .await
+                .map_err(SwarmError::docker("list networks"))?
+                .into_iter()
+                .map(|n| Owned { id: n.id.unwrap_or_default(), name: n.name.unwrap_or_default() })
+                .collect(),
+            ObjectKind::Secret => self
+                .docker
+                .list_secrets(Some(ListSecretsOptions { filters }))
+                .await
+                .map_err(SwarmError::docker("list secrets"))?
+                .into_iter()
+                .map(|s| Owned { id: s.id.unwrap_or_default(), name: s.spec.and_then(|s| s.name).unwrap_or_default() })
+                .collect(),
+            ObjectKind::Config => self
+                .docker
+                .list_configs(Some(ListConfigsOptions { filters }))
+                .await
+                .map_err(SwarmError::docker("list configs"))?
+                .into_iter()
+                .map(|c| Owned { id: c.id.unwrap_or_default(), name: c.spec.and_then(|s| s.name).unwrap_or_default() })
+                .collect(),
+        })
+    }
+
+    async fn remove(&self, kind: ObjectKind, id: &str) -> Result<(), SwarmError> {
+        let result = match kind {
+            ObjectKind::Network => self.docker.remove_network(id).await,
+            ObjectKind::Secret => self.docker.delete_secret(id).await,
+            ObjectKind::Config => self.docker.delete_config(id).await,
+        };
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) if is_status(&e, 404) => Ok(()),
+            Err(e) => Err(SwarmError::docker(format!("remove {kind:?} {id}"))(e)),
+        }
+    }
+
+    async fn logs_tail(&self, service: &str, lines: usize) -> Result<String, SwarmError> {
+        let options = LogsOptions { stdout: true, stderr: true, tail: lines.to_string(), ..Default::default() };
+        let mut stream = self.docker.service_logs(service, Some(options));
+        let mut out = String::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(SwarmError::docker(format!("logs of service {service}")))?;
+            out.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,223 @@
+//! The agent against the machine's real Docker engine in swarm mode: tasks
+//! become services pinned to this node, their states come back as Mesos
+//! statuses, and nothing the agent created outlives its task. These tests
+//! drive the agent directly; `offer_layer.rs` drives it over the agent API.
+
+mod support;
+
+use base64::Engine as _;
+use mpiswarm_mesos::task::{CommandUri, NetworkInfo, Volume, VolumeMode};
+use mpiswarm_mesos::{Labels, Reason, Resource, TaskState};
+use support::{RANK_IMAGE, harness};
+
+fn service_constraints(name: &str) -> String {
+    let out = std::process::Command::new("docker")
+        .args(["service", "inspect", name, "--format", "{{json .Spec.TaskTemplate.Placement.Constraints}}"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_docker_task_runs_as_a_pinned_service_then_finishes_and_the_service_is_gone() {
+    let mut h = harness("sleep").await;
+    let task = h.task("sleeper", RANK_IMAGE, "sleep 2");
+    let id = task.task_id.clone();
+    h.launch(vec![task]).await;
+    assert_eq!(h.next_status(&id).await.state, TaskState::Starting);
+    let service = mpiswarm_agent::plan::service_name(&h.framework_id, &id);
+    let node_id = h.agent.node_id().to_owned();
+    assert!(service_constraints(&service).contains(&format!("node.id=={node_id}")), "service not pinned");
+    h.wait_for(&id, TaskState::Running).await;
+    let done = h.wait_for(&id, TaskState::Finished).await;
+    assert_eq!(done.labels.unwrap().get("mpiswarm.io/exit-code"), Some("0"));
+    h.wait_until_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_zero_exit_is_failed_with_the_exit_code_and_the_last_log_lines() {
+    let mut h = harness("exit3").await;
+    let task = h.task("failing", RANK_IMAGE, "echo about to fail; exit 3");
+    let id = task.task_id.clone();
+    h.launch(vec![task]).await;
+    let failed = h.wait_for(&id, TaskState::Failed).await;
+    assert_eq!(failed.labels.as_ref().unwrap().get("mpiswarm.io/exit-code"), Some("3"));
+    let message = failed.message.unwrap();
+    assert!(message.contains("exited with code 3"), "{message}");
+    assert!(message.contains("about to fail"), "the log tail is missing: {message}");
+    h.wait_until_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_whose_image_does_not_exist_fails_naming_the_image() {
+    let mut h = harness("noimage").await;
+    let image = "mpiswarm/does-not-exist:0.0.0";
+    let task = h.task("ghost", image, "true");
+    let id = task.task_id.clone();
+    h.launch(vec![task]).await;
+    let failed = h.wait_for(&id, TaskState::Failed).await;
+    assert_eq!(failed.reason, Some(Reason::ReasonContainerLaunchFailed));
+    let message = failed.message.unwrap();
+    assert!(message.contains(image), "{message}");
+    h.wait_until_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_task_infos_are_refused_with_task_error_and_the_agent_keeps_serving() {
+    let mut h = harness("bad").await;
+    let mut no_container = h.task("nocontainer", RANK_IMAGE, "true");
+    no_container.container = None;
+    let mut negative = h.task("negative", RANK_IMAGE, "true");
+    negative.resources = vec![Resource::scalar("cpus", -1.0)];
+    let mut driver = h.task("driver", RANK_IMAGE, "true");
+    driver.container.as_mut().unwrap().network_infos = vec![NetworkInfo {
+        name: Some(format!("{}-net", h.agent_id)),
+        labels: Some(Labels::from_pairs([("mpiswarm.io/network-driver", "macvlan")])),
+        ..NetworkInfo::default()
+    }];
+    for (task, expected) in [
+        (no_container, "has no container"),
+        (negative, "resource cpus has value -1"),
+        (driver, "unknown network driver 'macvlan'"),
+    ] {
+        let id = task.task_id.clone();
+        h.launch(vec![task]).await;
+        let s = h.next_status(&id).await;
+        assert_eq!(s.state, TaskState::Error, "{id}: {:?}", s.message);
+        assert_eq!(s.reason, Some(Reason::ReasonTaskInvalid));
+        let message = s.message.unwrap();
+        assert!(message.contains(expected), "{message}");
+    }
+    assert!(h.objects().is_empty(), "a refused task left {:?}", h.objects());
+    // Still serving: a good task after the bad ones runs.
+    let good = h.task("good", RANK_IMAGE, "true");
+    let id = good.task_id.clone();
+    h.launch(vec![good]).await;
+    h.wait_for(&id, TaskState::Finished).await;
+    h.wait_until_clean().await;
+}
+
+fn secret_volume(path: &str, data: &[u8]) -> Volume {
+    Volume {
+        mode: VolumeMode::Ro,
+        container_path: path.to_owned(),
+        host_path: None,
+        source: Some(serde_json::json!({
+            "type": "SECRET",
+            "secret": {"type": "VALUE", "value": {"data": base64::engine::general_purpose::STANDARD.encode(data)}}
+        })),
+    }
+}
+
+fn config_uri(path: &str, data: &[u8]) -> CommandUri {
+    CommandUri {
+        value: format!("data:text/plain;base64,{}", base64::engine::general_purpose::STANDARD.encode(data)),
+        executable: None,
+        extract: None,
+        cache: None,
+        output_file: Some(path.to_owned()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_on_one_overlay_resolves_each_other_and_kill_leaves_nothing_behind() {
+    let mut h = harness("group").await;
+    let network = format!("{}-net", h.agent_id);
+    let mut tasks = Vec::new();
+    for (me, peer) in [("alpha", "beta"), ("beta", "alpha")] {
+        // Each side waits until the peer resolves, then keeps running.
+        let script = format!(
+            "until getent hosts {peer}; do sleep 0.2; done; cat /run/secrets/token /etc/mpiswarm/peers; sleep 300"
+        );
+        let mut t = h.task(me, RANK_IMAGE, &script);
+        let container = t.container.as_mut().unwrap();
+        container.network_infos = vec![NetworkInfo { name: Some(network.clone()), ..NetworkInfo::default() }];
+        container.volumes = vec![secret_volume("/run/secrets/token", b"s3cret")];
+        t.command.as_mut().unwrap().uris = vec![config_uri("/etc/mpiswarm/peers", b"alpha\nbeta\n")];
+        tasks.push(t);
+    }
+    let ids: Vec<_> = tasks.iter().map(|t| t.task_id.clone()).collect();
+    h.launch_group("group-exec", tasks).await;
+    for id in &ids {
+        h.wait_for(id, TaskState::Running).await;
+    }
+    let objects = h.objects();
+    for kind in ["network", "secret", "config"] {
+        assert!(objects.iter().any(|o| o.starts_with(kind)), "no {kind} while running: {objects:?}");
+    }
+    // Both resolved their peer by name and read their files.
+    for id in &ids {
+        let service = mpiswarm_agent::plan::service_name(&h.framework_id, id);
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let logs =
+                std::process::Command::new("docker").args(["service", "logs", "--raw", &service]).output().unwrap();
+            let text = String::from_utf8_lossy(&logs.stdout).into_owned();
+            if text.contains("s3cret") && text.contains("beta") {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{service} never resolved its peer: {text}");
+            support::wait_for_docker_event(&h.docker, std::time::Duration::from_secs(1)).await;
+        }
+    }
+    for id in &ids {
+        let fw = h.framework_id.clone();
+        h.agent.kill_task(&fw, id).await;
+    }
+    for id in &ids {
+        h.wait_for(id, TaskState::Killed).await;
+    }
+    h.wait_until_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mpi_pi_runs_over_ssh_between_a_launcher_and_a_worker_service() {
+    let mut h = harness("mpi").await;
+    let network = format!("{}-net", h.agent_id);
+    let key = ssh_key();
+    let hostfile = b"worker-0 slots=2\nlauncher slots=2\n";
+    let mut tasks = Vec::new();
+    for (name, command) in [
+        ("worker-0", "mpiswarm-rank worker"),
+        ("launcher", "mpiswarm-rank launcher mpirun --hostfile /etc/mpi/hostfile -np 4 pi 2000000"),
+    ] {
+        let mut t = h.task(name, RANK_IMAGE, command);
+        t.resources = vec![Resource::scalar("cpus", 0.5), Resource::scalar("mem", 256.0)];
+        let container = t.container.as_mut().unwrap();
+        container.network_infos = vec![NetworkInfo { name: Some(network.clone()), ..NetworkInfo::default() }];
+        container.volumes = vec![secret_volume("/run/secrets/mpiswarm-ssh-key", &key)];
+        t.command.as_mut().unwrap().uris = vec![config_uri("/etc/mpi/hostfile", hostfile)];
+        tasks.push(t);
+    }
+    let worker = tasks[0].task_id.clone();
+    let launcher = tasks[1].task_id.clone();
+    h.launch_group("mpi-exec", tasks).await;
+    let done = h.wait_for(&launcher, TaskState::Finished).await;
+    // The launcher's output comes back in its final status.
+    let output = done.message.unwrap();
+    assert!(output.contains("ranks: 4"), "{output}");
+    assert!(output.contains("on worker-0") && output.contains("on launcher"), "ranks did not span both: {output}");
+    let pi: f64 = output
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("pi: "))
+        .unwrap_or_else(|| panic!("no pi line in {output}"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((pi - std::f64::consts::PI).abs() < 0.01, "pi = {pi}");
+    h.agent.kill_task(&h.framework_id.clone(), &worker).await;
+    h.wait_for(&worker, TaskState::Killed).await;
+    h.wait_until_clean().await;
+}
+
+fn ssh_key() -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("id");
+    let status = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&path)
+        .status()
+        .expect("ssh-keygen (openssh-client) must be installed");
+    assert!(status.success());
+    std::fs::read(path).unwrap()
+}

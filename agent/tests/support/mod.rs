@@ -1,0 +1,194 @@
+//! Shared harness of the real-engine tests: an [`Agent`] over the machine's
+//! Docker engine (made a single-node swarm if needed) with a unique agent id,
+//! so parallel tests never see each other's objects, and a guard that removes
+//! everything labelled with that id when the test ends, even by panic.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mpiswarm_agent::agent::{Agent, AgentConfig, Outgoing};
+use mpiswarm_agent::node;
+use mpiswarm_agent::store::Store;
+use mpiswarm_agent::swarm::DockerSwarm;
+use mpiswarm_mesos::task::{CommandInfo, ContainerInfo};
+use mpiswarm_mesos::{AgentId, FrameworkId, FrameworkInfo, Resource, TaskId, TaskInfo, TaskState};
+use tokio::sync::mpsc;
+
+pub const RANK_IMAGE: &str = mpiswarm_agent::images::RANK_IMAGE;
+
+pub struct Harness {
+    pub agent: Arc<Agent<DockerSwarm>>,
+    pub statuses: mpsc::UnboundedReceiver<Outgoing>,
+    pub docker: bollard::Docker,
+    pub agent_id: String,
+    pub framework_id: FrameworkId,
+    pub data_dir: tempfile::TempDir,
+    cleanup: Option<Cleanup>,
+    _supervisor: mpiswarm_agent::run::Supervisor,
+}
+
+/// Fails (never skips) when there is no engine or no rank image: these
+/// tests are the agent's proof against the real thing.
+pub async fn harness(test: &str) -> Harness {
+    let data_dir = tempfile::tempdir().unwrap();
+    let agent_id = format!("test-{test}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    start(&agent_id, data_dir).await
+}
+
+pub async fn start(agent_id: &str, data_dir: tempfile::TempDir) -> Harness {
+    let docker = node::connect(None).await.expect("a Docker engine must answer on the local socket");
+    let node_id = node::ensure_swarm(&docker).await.expect("the engine must be (or become) a swarm manager");
+    assert!(
+        docker.inspect_image(RANK_IMAGE).await.is_ok(),
+        "the rank image {RANK_IMAGE} is missing: run `mpiswarm images build` (images/build.sh) first"
+    );
+    let store = Store::open(data_dir.path()).unwrap();
+    store.save_agent_id(&AgentId::new(agent_id)).unwrap();
+    let config = AgentConfig { orphan_grace: Duration::from_secs(3), ..AgentConfig::default() };
+    let (agent, statuses) = Agent::new(DockerSwarm { docker: docker.clone() }, node_id, store, config).unwrap();
+    let supervisor = mpiswarm_agent::run::supervise(Arc::clone(&agent), docker.clone(), Duration::from_millis(500));
+    Harness {
+        agent,
+        statuses,
+        docker,
+        agent_id: agent_id.to_owned(),
+        framework_id: FrameworkId::new(format!("fw-{agent_id}")),
+        data_dir,
+        cleanup: Some(Cleanup { agent_id: agent_id.to_owned() }),
+        _supervisor: supervisor,
+    }
+}
+
+impl Harness {
+    /// Stops this agent as `kill -9` would (no cleanup of its services) and
+    /// hands back its data directory for the next incarnation.
+    pub fn crash(mut self) -> (String, tempfile::TempDir) {
+        self.cleanup.take();
+        let agent_id = self.agent_id.clone();
+        let dir = std::mem::replace(&mut self.data_dir, tempfile::tempdir().unwrap());
+        (agent_id, dir)
+    }
+
+    pub fn framework_info(&self) -> FrameworkInfo {
+        FrameworkInfo::new("root", "agent-tests", &["mpi"])
+    }
+
+    /// A DOCKER task in `image` running `shell` with 0.1 cpus and 64 MiB.
+    pub fn task(&self, name: &str, image: &str, shell: &str) -> TaskInfo {
+        let mut t = TaskInfo::new(name, &format!("{}-{name}", self.agent_id), &AgentId::new(&self.agent_id));
+        t.resources = vec![Resource::scalar("cpus", 0.1), Resource::scalar("mem", 64.0)];
+        t.command = Some(CommandInfo::shell(shell));
+        t.container = Some(ContainerInfo::docker(image));
+        t
+    }
+
+    pub async fn launch(&self, tasks: Vec<TaskInfo>) {
+        self.agent.launch(self.framework_id.clone(), &self.framework_info(), None, tasks).await;
+    }
+
+    pub async fn launch_group(&self, executor: &str, tasks: Vec<TaskInfo>) {
+        let executor = mpiswarm_mesos::ExecutorInfo::default_executor(executor);
+        self.agent.launch(self.framework_id.clone(), &self.framework_info(), Some(executor), tasks).await;
+    }
+
+    /// The next status of `task`, skipping other tasks' statuses.
+    pub async fn next_status(&mut self, task: &TaskId) -> mpiswarm_mesos::TaskStatus {
+        loop {
+            let item = tokio::time::timeout(Duration::from_secs(120), self.statuses.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no status for {task} within 120 s"))
+                .expect("agent outbox closed");
+            if &item.status.task_id == task {
+                return item.status;
+            }
+        }
+    }
+
+    /// Statuses of `task` until one in `state` (returned), asserting that
+    /// none is terminal before it.
+    pub async fn wait_for(&mut self, task: &TaskId, state: TaskState) -> mpiswarm_mesos::TaskStatus {
+        loop {
+            let s = self.next_status(task).await;
+            if s.state == state {
+                return s;
+            }
+            assert!(!s.state.is_terminal(), "{task} ended {:?} ({:?}) while waiting for {state:?}", s.state, s.message);
+        }
+    }
+
+    /// Names of this agent's services, networks, secrets and configs, by CLI.
+    pub fn objects(&self) -> Vec<String> {
+        owned_objects(&self.agent_id)
+    }
+
+    /// Waits (on Docker events) until this agent owns no object at all.
+    pub async fn wait_until_clean(&self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = self.objects();
+            if left.is_empty() {
+                return;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "left behind after 60 s: {left:?}");
+            // Removal of a network waits for its last container to go; each
+            // container event is a chance that it went.
+            wait_for_docker_event(&self.docker, Duration::from_secs(2)).await;
+        }
+    }
+}
+
+pub async fn wait_for_docker_event(docker: &bollard::Docker, at_most: Duration) {
+    use futures::StreamExt;
+    let mut events = docker.events(None::<bollard::query_parameters::EventsOptions>);
+    let _ = tokio::time::timeout(at_most, events.next()).await;
+}
+
+fn docker_lines(args: &[&str]) -> Vec<String> {
+    let out = std::process::Command::new("docker").args(args).output().expect("docker CLI");
+    String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.trim().is_empty()).map(str::to_owned).collect()
+}
+
+pub fn owned_objects(agent_id: &str) -> Vec<String> {
+    let filter = format!("label=mpiswarm.io/agent-id={agent_id}");
+    let mut out = Vec::new();
+    for kind in ["service", "network", "secret", "config"] {
+        for name in docker_lines(&[kind, "ls", "--filter", &filter, "--format", "{{.Name}}"]) {
+            out.push(format!("{kind} {name}"));
+        }
+    }
+    out
+}
+
+/// Removes everything labelled with the agent id, whatever the test did.
+struct Cleanup {
+    agent_id: String,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let filter = format!("label=mpiswarm.io/agent-id={}", self.agent_id);
+        for kind in ["service", "secret", "config", "network"] {
+            let ids = docker_lines(&[kind, "ls", "-q", "--filter", &filter]);
+            if ids.is_empty() {
+                continue;
+            }
+            // Networks go only once their containers have stopped; retry briefly.
+            for _ in 0..30 {
+                let mut args = vec![kind, "rm"];
+                args.extend(ids.iter().map(String::as_str));
+                let ok = std::process::Command::new("docker")
+                    .args(&args)
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success());
+                if ok || kind != "network" {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        }
+    }
+}
