@@ -1,1 +1,20 @@
-//! The mpiswarm offer layer (work in progress).
+//! The mpiswarm offer layer: a Mesos-compatible master.
+//!
+//! - [`drf`]: the pure DRF sorter;
+//! - [`allocator`]: the allocation loop (agents, filters, suppression);
+//! - [`master`]: the master's bookkeeping (frameworks, agents, offers, tasks,
+//!   status updates, failover) that turns calls into events;
+//! - [`registry`]: what survives a restart, on disk;
+//! - [`http`]: the HTTP surface (scheduler API, agent API, state, metrics);
+//! - [`server`]: arguments and the running server;
+//! - [`fake_agent`]: an agent that keeps no containers, for tests.
+
+pub mod allocator;
+pub mod drf;
+pub mod fake_agent;
+pub mod http;
+pub mod master;
+pub mod registry;
+pub mod server;
+
+pub use server::{Error, OffersArgs, Running, run, start};

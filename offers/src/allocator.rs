@@ -1,0 +1,403 @@
+//! The allocation loop: which free resources go to which framework, and
+//! when. It owns per-agent capacity and allocation, frameworks' roles and
+//! suppression, and refusal filters; it asks the [`DrfSorter`] for the
+//! order. It never talks to the network and never reads a clock: callers
+//! pass `now` (time since the master started), so tests need no sleeps.
+//!
+//! Mesos' rules (hierarchical allocator):
+//! - each allocation gives one framework, in one role, everything that is
+//!   free on one agent;
+//! - an agent is only offered if what is free is allocatable (by default at
+//!   least `cpus:0.01` or `mem:32`);
+//! - a refusal filter (from DECLINE or the unused part of an ACCEPT) keeps
+//!   an agent's resources from that (framework, role) until it expires, but
+//!   only while the free resources are a subset of the refused ones;
+//! - SUPPRESS takes a framework's role out of the sorter, REVIVE puts it
+//!   back and clears that role's filters.
+
+use crate::drf::{DrfSorter, Scalars};
+use mpiswarm_mesos::quantities::Quantities;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+/// One grant of resources: the master turns each into an offer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Allocation {
+    pub framework: String,
+    pub role: String,
+    pub agent: String,
+    pub resources: Quantities,
+}
+
+#[derive(Debug)]
+struct AgentEntry {
+    total: Quantities,
+    allocated: Quantities,
+    /// What each (framework, role) holds on this agent, offered or used.
+    allocations: HashMap<(String, String), Quantities>,
+    active: bool,
+}
+
+#[derive(Debug, Default)]
+struct FrameworkEntry {
+    roles: BTreeSet<String>,
+    suppressed: BTreeSet<String>,
+    active: bool,
+}
+
+#[derive(Debug, Clone)]
+struct RefusalFilter {
+    resources: Quantities,
+    expires: Duration,
+}
+
+/// Tunables of the loop.
+#[derive(Debug, Clone)]
+pub struct AllocatorConfig {
+    /// Free resources are offered if they contain at least one of these.
+    pub min_allocatable: Vec<Quantities>,
+    /// Filters last at least this long (MESOS-4302).
+    pub allocation_interval: Duration,
+}
+
+impl Default for AllocatorConfig {
+    fn default() -> Self {
+        Self {
+            min_allocatable: vec![Quantities::scalar("cpus", 0.01), Quantities::scalar("mem", 32.0)],
+            allocation_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The allocator's books.
+#[derive(Debug, Default)]
+pub struct Allocator {
+    config: AllocatorConfig,
+    sorter: DrfSorter,
+    agents: BTreeMap<String, AgentEntry>,
+    frameworks: HashMap<String, FrameworkEntry>,
+    filters: HashMap<(String, String, String), RefusalFilter>,
+}
+
+fn scalars(q: &Quantities) -> Scalars {
+    q.scalars.clone()
+}
+
+impl Allocator {
+    pub fn new(config: AllocatorConfig) -> Self {
+        Self { config, ..Self::default() }
+    }
+
+    pub fn sorter(&self) -> &DrfSorter {
+        &self.sorter
+    }
+
+    pub fn set_weight(&mut self, role: &str, weight: f64) {
+        self.sorter.set_weight(role, weight);
+    }
+
+    /// Adds an agent with `total` capacity; `used` lists what its running
+    /// tasks already hold, per (framework, role).
+    pub fn add_agent(&mut self, agent: &str, total: Quantities, used: &[(String, String, Quantities)]) {
+        self.remove_agent(agent);
+        self.sorter.add_total(&scalars(&total));
+        self.agents.insert(
+            agent.to_owned(),
+            AgentEntry { total, allocated: Quantities::new(), allocations: HashMap::new(), active: true },
+        );
+        for (framework, role, resources) in used {
+            self.allocate_to(framework, role, agent, resources);
+        }
+    }
+
+    /// Removes an agent and everything allocated on it.
+    pub fn remove_agent(&mut self, agent: &str) {
+        let Some(entry) = self.agents.remove(agent) else { return };
+        for ((framework, role), q) in &entry.allocations {
+            self.sorter.unallocated(role, framework, &scalars(q));
+        }
+        self.sorter.remove_total(&scalars(&entry.total));
+        self.filters.retain(|(_, _, a), _| a != agent);
+    }
+
+    /// An inactive agent keeps its allocations but is offered to no one.
+    pub fn set_agent_active(&mut self, agent: &str, active: bool) {
+        if let Some(a) = self.agents.get_mut(agent) {
+            a.active = active;
+        }
+    }
+
+    pub fn has_agent(&self, agent: &str) -> bool {
+        self.agents.contains_key(agent)
+    }
+
+    /// Adds (or updates) a framework subscribed to `roles`, with some of them suppressed.
+    pub fn add_framework(&mut self, framework: &str, roles: &[String], suppressed: &[String]) {
+        let entry = self.frameworks.entry(framework.to_owned()).or_default();
+        let new_roles: BTreeSet<String> = roles.iter().cloned().collect();
+        let old_roles = std::mem::replace(&mut entry.roles, new_roles.clone());
+        entry.suppressed = suppressed.iter().filter(|r| new_roles.contains(*r)).cloned().collect();
+        entry.active = true;
+        for role in old_roles.difference(&new_roles) {
+            // A role the framework left keeps its allocations until they are recovered.
+            self.sorter.deactivate(role, framework);
+        }
+        for role in &new_roles {
+            if !self.sorter.contains(role, framework) {
+                self.sorter.add(role, framework);
+            }
+        }
+        self.sync_framework(framework);
+    }
+
+    /// Removes a framework; anything still allocated to it is recovered.
+    pub fn remove_framework(&mut self, framework: &str) {
+        let Some(entry) = self.frameworks.remove(framework) else { return };
+        for agent in self.agents.values_mut() {
+            let keys: Vec<_> = agent.allocations.keys().filter(|(f, _)| f == framework).cloned().collect();
+            for key in keys {
+                if let Some(q) = agent.allocations.remove(&key) {
+                    agent.allocated.subtract(&q);
+                }
+            }
+        }
+        for role in self.sorter.roles().map(str::to_owned).collect::<Vec<_>>() {
+            if self.sorter.contains(&role, framework) {
+                self.sorter.remove(&role, framework);
+            }
+        }
+        drop(entry);
+        self.filters.retain(|(f, _, _), _| f != framework);
+    }
+
+    pub fn set_framework_active(&mut self, framework: &str, active: bool) {
+        if let Some(f) = self.frameworks.get_mut(framework) {
+            f.active = active;
+        }
+        self.sync_framework(framework);
+    }
+
+    fn sync_framework(&mut self, framework: &str) {
+        let Some(f) = self.frameworks.get(framework) else { return };
+        for role in &f.roles {
+            if f.active && !f.suppressed.contains(role) {
+                self.sorter.activate(role, framework);
+            } else {
+                self.sorter.deactivate(role, framework);
+            }
+        }
+    }
+
+    /// SUPPRESS: no offers for `roles` (all of the framework's roles if empty).
+    pub fn suppress(&mut self, framework: &str, roles: &[String]) {
+        let Some(f) = self.frameworks.get_mut(framework) else { return };
+        let roles: Vec<String> = if roles.is_empty() { f.roles.iter().cloned().collect() } else { roles.to_vec() };
+        f.suppressed.extend(roles.into_iter().filter(|r| f.roles.contains(r)));
+        self.sync_framework(framework);
+    }
+
+    /// REVIVE: offers again for `roles` (all if empty), and their filters are cleared.
+    pub fn revive(&mut self, framework: &str, roles: &[String]) {
+        let Some(f) = self.frameworks.get_mut(framework) else { return };
+        let roles: Vec<String> = if roles.is_empty() { f.roles.iter().cloned().collect() } else { roles.to_vec() };
+        for role in &roles {
+            f.suppressed.remove(role);
+        }
+        self.filters.retain(|(fw, role, _), _| fw != framework || !roles.contains(role));
+        self.sync_framework(framework);
+    }
+
+    pub fn is_suppressed(&self, framework: &str, role: &str) -> bool {
+        self.frameworks.get(framework).is_some_and(|f| f.suppressed.contains(role))
+    }
+
+    /// Records resources held by `framework` in `role` on `agent` outside of
+    /// the loop (tasks found on a re-registering agent).
+    pub fn allocate_to(&mut self, framework: &str, role: &str, agent: &str, resources: &Quantities) {
+        let Some(a) = self.agents.get_mut(agent) else { return };
+        a.allocated.add(resources);
+        a.allocations.entry((framework.to_owned(), role.to_owned())).or_default().add(resources);
+        if !self.sorter.contains(role, framework) {
+            // A framework not (yet) subscribed to the role: count it, but inactive.
+            self.sorter.add(role, framework);
+            let active = self.frameworks.get(framework).is_some_and(|f| f.active && f.roles.contains(role));
+            if !active {
+                self.sorter.deactivate(role, framework);
+            }
+        }
+        self.sorter.allocated(role, framework, &scalars(resources));
+    }
+
+    /// Gives `resources` back from (framework, role) on `agent`. With
+    /// `refuse` the framework will not be offered them again in that role
+    /// until `now + max(refuse, allocation_interval)`; `Duration::ZERO` or
+    /// `None` installs no filter.
+    pub fn recover(
+        &mut self,
+        framework: &str,
+        role: &str,
+        agent: &str,
+        resources: &Quantities,
+        refuse: Option<Duration>,
+        now: Duration,
+    ) {
+        let Some(a) = self.agents.get_mut(agent) else { return };
+        let key = (framework.to_owned(), role.to_owned());
+        let Some(held) = a.allocations.get_mut(&key) else { return };
+        // Never give back more than is held: books stay consistent even if
+        // the master double-recovers.
+        let mut back = resources.clone();
+        back.scalars.retain(|k, v| {
+            *v = v.min(held.get_scalar(k));
+            *v > 0.0
+        });
+        held.subtract(&back);
+        if held.is_empty() {
+            a.allocations.remove(&key);
+        }
+        a.allocated.subtract(&back);
+        self.sorter.unallocated(role, framework, &scalars(&back));
+        if let Some(refuse) = refuse.filter(|d| !d.is_zero()) {
+            let expires = now + refuse.max(self.config.allocation_interval);
+            let filter_key = (framework.to_owned(), role.to_owned(), agent.to_owned());
+            match self.filters.get_mut(&filter_key) {
+                // Refusing again widens and extends the existing filter.
+                Some(f) if f.expires > now => {
+                    f.resources.add(&back);
+                    f.expires = f.expires.max(expires);
+                }
+                _ => {
+                    self.filters.insert(filter_key, RefusalFilter { resources: back, expires });
+                }
+            }
+        }
+    }
+
+    fn is_filtered(&self, framework: &str, role: &str, agent: &str, free: &Quantities, now: Duration) -> bool {
+        self.filters
+            .get(&(framework.to_owned(), role.to_owned(), agent.to_owned()))
+            .is_some_and(|f| f.expires > now && f.resources.contains(free))
+    }
+
+    fn allocatable(&self, free: &Quantities) -> bool {
+        !free.is_empty() && self.config.min_allocatable.iter().any(|m| free.contains(m))
+    }
+
+    /// One allocation cycle over `agents` (all active agents if `None`).
+    pub fn allocate(&mut self, now: Duration, agents: Option<&[String]>) -> Vec<Allocation> {
+        self.filters.retain(|_, f| f.expires > now);
+        let candidates: Vec<String> = match agents {
+            Some(list) => list.to_vec(),
+            None => self.agents.keys().cloned().collect(),
+        };
+        let mut out = Vec::new();
+        for agent in candidates {
+            let Some(a) = self.agents.get(&agent) else { continue };
+            if !a.active {
+                continue;
+            }
+            let free = a.total.minus(&a.allocated);
+            if !self.allocatable(&free) {
+                continue;
+            }
+            let filters = &self.filters;
+            let picked = self.sorter.pick(|role, framework| {
+                !filters
+                    .get(&(framework.to_owned(), role.to_owned(), agent.clone()))
+                    .is_some_and(|f| f.expires > now && f.resources.contains(&free))
+            });
+            let Some((role, framework)) = picked else { continue };
+            self.allocate_to(&framework, &role, &agent, &free);
+            out.push(Allocation { framework, role, agent, resources: free });
+        }
+        out
+    }
+
+    /// Capacity, allocated and free resources of `agent`.
+    pub fn agent_resources(&self, agent: &str) -> Option<(Quantities, Quantities)> {
+        self.agents.get(agent).map(|a| (a.total.clone(), a.allocated.clone()))
+    }
+
+    /// Whether a refusal filter currently blocks `free` from (framework, role) on agent.
+    pub fn filtered(&self, framework: &str, role: &str, agent: &str, free: &Quantities, now: Duration) -> bool {
+        self.is_filtered(framework, role, agent, free, now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(cpus: f64, mem: f64) -> Quantities {
+        let mut q = Quantities::scalar("cpus", cpus);
+        q.add(&Quantities::scalar("mem", mem));
+        q
+    }
+
+    fn one_agent_one_framework() -> Allocator {
+        let mut a = Allocator::new(AllocatorConfig::default());
+        a.add_agent("s1", q(4.0, 4096.0), &[]);
+        a.add_framework("f1", &["r".to_owned()], &[]);
+        a
+    }
+
+    #[test]
+    fn a_framework_gets_all_free_resources_of_an_agent() {
+        let mut a = one_agent_one_framework();
+        let out = a.allocate(Duration::ZERO, None);
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].resources, q(4.0, 4096.0));
+        assert!(a.allocate(Duration::ZERO, None).is_empty(), "nothing is free any more");
+    }
+
+    #[test]
+    fn a_declined_resource_is_not_reoffered_within_refuse_seconds() {
+        let mut a = one_agent_one_framework();
+        let out = a.allocate(Duration::ZERO, None);
+        a.recover("f1", "r", "s1", &out[0].resources, Some(Duration::from_secs(5)), Duration::ZERO);
+        assert!(a.allocate(Duration::from_secs(4), None).is_empty());
+        assert_eq!(a.allocate(Duration::from_secs(5), None).len(), 1);
+    }
+
+    #[test]
+    fn a_filter_only_blocks_subsets_of_the_refused_resources() {
+        let mut a = one_agent_one_framework();
+        let out = a.allocate(Duration::ZERO, None);
+        // The framework launches 1 cpu and refuses the rest.
+        let used = q(1.0, 1024.0);
+        a.recover("f1", "r", "s1", &out[0].resources.minus(&used), Some(Duration::from_secs(60)), Duration::ZERO);
+        assert!(a.allocate(Duration::from_secs(1), None).is_empty());
+        // The task ends: now more is free than was refused, so it is offered.
+        a.recover("f1", "r", "s1", &used, None, Duration::from_secs(2));
+        assert_eq!(a.allocate(Duration::from_secs(2), None)[0].resources, q(4.0, 4096.0));
+    }
+
+    #[test]
+    fn refuse_seconds_zero_installs_no_filter_and_revive_clears_filters() {
+        let mut a = one_agent_one_framework();
+        let out = a.allocate(Duration::ZERO, None);
+        a.recover("f1", "r", "s1", &out[0].resources, Some(Duration::ZERO), Duration::ZERO);
+        let out = a.allocate(Duration::ZERO, None);
+        assert_eq!(out.len(), 1);
+        a.recover("f1", "r", "s1", &out[0].resources, Some(Duration::from_secs(3600)), Duration::ZERO);
+        assert!(a.allocate(Duration::ZERO, None).is_empty());
+        a.revive("f1", &[]);
+        assert_eq!(a.allocate(Duration::ZERO, None).len(), 1);
+    }
+
+    #[test]
+    fn a_suppressed_framework_gets_no_offers_until_revived() {
+        let mut a = one_agent_one_framework();
+        a.suppress("f1", &[]);
+        assert!(a.allocate(Duration::ZERO, None).is_empty());
+        a.revive("f1", &["r".to_owned()]);
+        assert_eq!(a.allocate(Duration::ZERO, None).len(), 1);
+    }
+
+    #[test]
+    fn an_inactive_agent_is_not_offered() {
+        let mut a = one_agent_one_framework();
+        a.set_agent_active("s1", false);
+        assert!(a.allocate(Duration::ZERO, None).is_empty());
+    }
+}

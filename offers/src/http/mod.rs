@@ -1,0 +1,126 @@
+//! The HTTP surface of the offer layer (axum): the scheduler API, the agent
+//! API, and the operator endpoints. Handlers only parse, check what Mesos
+//! checks at the HTTP level, and hand over to the [`Master`]; event streams
+//! are channels the master writes RecordIO records into.
+
+mod agent;
+mod auth;
+mod endpoints;
+mod scheduler;
+mod stream;
+
+use crate::master::{CallError, Master};
+use axum::Router;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Settings of the HTTP layer.
+#[derive(Debug, Clone, Default)]
+pub struct HttpConfig {
+    /// principal -> secret; when set, API calls need HTTP basic auth.
+    pub credentials: Option<HashMap<String, String>>,
+    /// When set, this offer layer is not the leader: calls answer 307 to it.
+    pub redirect_to: Option<String>,
+    pub max_body_bytes: usize,
+}
+
+/// What every handler shares.
+#[derive(Debug)]
+pub struct Shared {
+    master: Mutex<Master>,
+    started: Instant,
+    config: HttpConfig,
+}
+
+impl Shared {
+    pub fn new(master: Master, config: HttpConfig) -> Arc<Self> {
+        Arc::new(Self { master: Mutex::new(master), started: Instant::now(), config })
+    }
+
+    /// The master, even if a panic poisoned the lock: its books are still
+    /// the best we have, and refusing every call would be worse.
+    pub fn master(&self) -> MutexGuard<'_, Master> {
+        self.master.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Time since start: the master's clock.
+    pub fn now(&self) -> Duration {
+        self.started.elapsed()
+    }
+}
+
+/// All routes.
+pub fn router(shared: Arc<Shared>) -> Router {
+    let api = Router::new()
+        .route("/api/v1/scheduler", post(scheduler::handle))
+        .route(mpiswarm_mesos::agent_api::PATH, post(agent::handle))
+        .route("/master/state", get(endpoints::state))
+        .route("/state", get(endpoints::state))
+        .route("/metrics/snapshot", get(endpoints::metrics_snapshot))
+        .route("/metrics", get(endpoints::prometheus))
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), auth::basic_auth));
+    Router::new()
+        .route("/version", get(endpoints::version))
+        .route("/health", get(endpoints::health))
+        .route("/healthz", get(endpoints::health))
+        .route("/readyz", get(endpoints::ready))
+        .merge(api)
+        .layer(axum::extract::DefaultBodyLimit::max(shared.config.max_body_bytes.max(1024)))
+        .with_state(shared)
+}
+
+/// A plain-text error, as Mesos answers.
+fn text(status: StatusCode, message: impl Into<String>) -> Response {
+    let mut resp = (status, message.into()).into_response();
+    resp.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    resp
+}
+
+impl IntoResponse for CallError {
+    fn into_response(self) -> Response {
+        text(StatusCode::from_u16(self.status).unwrap_or(StatusCode::BAD_REQUEST), self.message)
+    }
+}
+
+/// Mesos' content checks, in its order: Content-Type present (400), JSON
+/// (415; protobuf is not spoken here).
+fn check_content_type(headers: &HeaderMap) -> Result<(), CallError> {
+    let Some(ct) = headers.get(header::CONTENT_TYPE) else {
+        return Err(CallError::bad_request("Expecting 'Content-Type' to be present"));
+    };
+    let media = ct.to_str().unwrap_or_default().split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    match media.as_str() {
+        "application/json" => Ok(()),
+        "application/x-protobuf" => Err(CallError {
+            status: 415,
+            message:
+                "Content-Type 'application/x-protobuf' is not supported by this offer layer; use 'application/json'"
+                    .into(),
+        }),
+        other => Err(CallError {
+            status: 415,
+            message: format!("Expecting 'Content-Type' of application/json or application/x-protobuf, got '{other}'"),
+        }),
+    }
+}
+
+/// Whether `Accept` allows JSON (absent means anything).
+fn accepts_json(headers: &HeaderMap) -> bool {
+    let Some(accept) = headers.get(header::ACCEPT) else { return true };
+    accept.to_str().unwrap_or_default().split(',').any(|part| {
+        let media = part.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+        matches!(media.as_str(), "application/json" | "application/*" | "*/*")
+    })
+}
+
+fn stream_id(headers: &HeaderMap) -> Option<String> {
+    headers.get(mpiswarm_mesos::client::STREAM_ID_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned)
+}
+
+fn accepted() -> Response {
+    StatusCode::ACCEPTED.into_response()
+}

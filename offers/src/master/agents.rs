@@ -1,0 +1,336 @@
+//! Agents: SUBSCRIBE with their resources and running tasks, UPDATEs of
+//! task state, disconnection and loss. A re-registering agent's running
+//! tasks are adopted, never killed, unless the master already reported
+//! them lost.
+
+use super::{CallError, Connection, Framework, Master, Opened, Task, TaskKey, master_status, wall_clock_seconds};
+use mpiswarm_mesos::agent_api::{self, Subscribe, Update};
+use mpiswarm_mesos::quantities::Quantities;
+use mpiswarm_mesos::scheduler::Event;
+use mpiswarm_mesos::{AgentId, FrameworkId, Reason, Source, TaskState};
+use std::collections::{BTreeSet, VecDeque};
+use std::time::Duration;
+
+/// The role a reported task's resources were allocated to.
+fn role_of(task: &mpiswarm_mesos::TaskInfo, framework: Option<&Framework>) -> String {
+    task.resources
+        .iter()
+        .find_map(|r| r.allocation_info.as_ref().and_then(|a| a.role.clone()))
+        .or_else(|| framework.and_then(|f| f.roles.first().cloned()))
+        .unwrap_or_else(|| "*".to_owned())
+}
+
+impl Master {
+    /// Agent SUBSCRIBE: registers or re-registers the agent and adopts the
+    /// tasks it reports.
+    pub fn subscribe_agent(&mut self, subscribe: Subscribe, now: Duration) -> Result<Opened, CallError> {
+        let info = subscribe.agent_info;
+        if info.hostname.trim().is_empty() {
+            return Err(CallError::bad_request("agent_info.hostname must not be empty"));
+        }
+        for r in &info.resources {
+            if let Some(v) = r.scalar_value().filter(|v| !v.is_finite() || *v < 0.0) {
+                return Err(CallError::bad_request(format!("agent resource '{}' has invalid value {v}", r.name)));
+            }
+        }
+        let id = match &info.id {
+            Some(id) if !id.value.is_empty() => id.value.clone(),
+            _ => self.next_id("S"),
+        };
+        let was_removed = self.registry.state.removed_agents.contains(&id);
+        if let Some(old) = self.agents.get_mut(&id).and_then(|a| a.conn.take()) {
+            old.send(&agent_api::Event::error("Agent reconnected on a new stream"));
+        }
+        let stale: Vec<String> = self.offers.iter().filter(|(_, o)| o.agent == id).map(|(k, _)| k.clone()).collect();
+        for offer in stale {
+            self.discard_offer(&offer, None, now, true);
+        }
+        let (conn, events) = Connection::open();
+        let stream_id = conn.stream_id.clone();
+        let mut info = info;
+        info.id = Some(AgentId::new(&id));
+        let total = Quantities::from_resources(&info.resources);
+        let mut after_subscribe: Vec<agent_api::Event> = Vec::new();
+        let mut shutdown_frameworks = BTreeSet::new();
+        let mut new_updates: Vec<(TaskKey, mpiswarm_mesos::TaskStatus)> = Vec::new();
+        for reported in subscribe.tasks {
+            let fw = reported.framework_id.value.clone();
+            let key: TaskKey = (fw.clone(), reported.task_info.task_id.value.clone());
+            let terminal = reported.status.state.is_terminal();
+            let acknowledged = |uuid: Option<mpiswarm_mesos::Bytes>| {
+                uuid.map(|uuid| {
+                    agent_api::Event::acknowledged(agent_api::Acknowledged {
+                        framework_id: reported.framework_id.clone(),
+                        task_id: reported.task_info.task_id.clone(),
+                        uuid,
+                    })
+                })
+            };
+            if was_removed || self.registry.state.removed_frameworks.contains(&fw) {
+                // Its framework was told the task is lost, or is gone: end it.
+                if terminal {
+                    after_subscribe.extend(acknowledged(reported.status.uuid.clone()));
+                } else if was_removed {
+                    after_subscribe.push(agent_api::Event::kill(agent_api::Kill {
+                        framework_id: reported.framework_id.clone(),
+                        task_id: reported.task_info.task_id.clone(),
+                        kill_policy: None,
+                    }));
+                } else {
+                    shutdown_frameworks.insert(fw);
+                }
+                continue;
+            }
+            if let Some(task) = self.tasks.get_mut(&key) {
+                if task.state != reported.status.state && !task.state.is_terminal() {
+                    new_updates.push((key.clone(), reported.status.clone()));
+                }
+                if task.kill_requested {
+                    task.kill_requested = false;
+                    after_subscribe.push(agent_api::Event::kill(agent_api::Kill {
+                        framework_id: reported.framework_id.clone(),
+                        task_id: reported.task_info.task_id.clone(),
+                        kill_policy: None,
+                    }));
+                }
+                continue;
+            }
+            let framework = self
+                .frameworks
+                .entry(fw.clone())
+                .or_insert_with(|| Framework::recovered(reported.framework_id.clone(), None));
+            let role = role_of(&reported.task_info, Some(framework));
+            let mut latest = reported.status.clone();
+            latest.agent_id = Some(AgentId::new(&id));
+            let executor_id = reported.executor_info.as_ref().map(|e| e.executor_id.clone());
+            if let Some(executor) = &reported.executor_info {
+                let ekey = (id.clone(), fw.clone(), executor.executor_id.value.clone());
+                let entry = self.executors.entry(ekey).or_insert_with(|| super::ExecutorEntry {
+                    role: role.clone(),
+                    resources: Quantities::from_resources(&executor.resources),
+                    tasks: 0,
+                });
+                if !terminal {
+                    entry.tasks += 1;
+                }
+            }
+            self.tasks.insert(
+                key.clone(),
+                Task {
+                    framework_id: reported.framework_id.clone(),
+                    agent_id: AgentId::new(&id),
+                    info: reported.task_info.clone(),
+                    executor_id,
+                    role,
+                    resources: Quantities::from_resources(&reported.task_info.resources),
+                    state: reported.status.state,
+                    latest: latest.clone(),
+                    pending: VecDeque::new(),
+                    last_sent: None,
+                    kill_requested: false,
+                },
+            );
+            if terminal {
+                // The framework may never have heard of the end: tell it.
+                new_updates.push((key, latest));
+            }
+        }
+        self.executors.retain(|_, e| e.tasks > 0);
+        let used: Vec<(String, String, Quantities)> = self
+            .tasks
+            .iter()
+            .filter(|(_, t)| t.agent_id.value == id && !t.state.is_terminal())
+            .map(|((fw, _), t)| (fw.clone(), t.role.clone(), t.resources.clone()))
+            .chain(
+                self.executors
+                    .iter()
+                    .filter(|((a, _, _), _)| *a == id)
+                    .map(|((_, fw, _), e)| (fw.clone(), e.role.clone(), e.resources.clone())),
+            )
+            .collect();
+        self.allocator.add_agent(&id, total.clone(), &used);
+        let agent = self.agents.entry(id.clone()).or_insert_with(|| super::Agent {
+            id: AgentId::new(&id),
+            info: info.clone(),
+            total: total.clone(),
+            conn: None,
+            lost_deadline: None,
+        });
+        agent.info = info.clone();
+        agent.total = total;
+        agent.lost_deadline = None;
+        conn.send(&agent_api::Event::subscribed(AgentId::new(&id), self.config.heartbeat_interval.as_secs_f64()));
+        for event in &after_subscribe {
+            conn.send(event);
+        }
+        for fw in shutdown_frameworks {
+            conn.send(&agent_api::Event::shutdown(agent_api::Shutdown {
+                framework_id: FrameworkId::new(fw),
+                executor_id: None,
+            }));
+        }
+        agent.conn = Some(conn);
+        let registered = self.registry.state.agents.get(&id).map(|a| a.hostname.clone());
+        if was_removed || registered.as_deref() != Some(info.hostname.as_str()) {
+            self.registry.state.removed_agents.retain(|a| *a != id);
+            self.registry
+                .state
+                .agents
+                .insert(id.clone(), crate::registry::RegisteredAgent { hostname: info.hostname.clone() });
+            self.save_registry();
+        }
+        if let Some((pending, _)) = &mut self.recovering {
+            pending.remove(&id);
+        }
+        for (key, status) in new_updates {
+            self.apply_status(&key, status, now);
+        }
+        tracing::info!(agent = %id, hostname = %info.hostname, "agent subscribed");
+        self.allocate(now, Some(std::slice::from_ref(&id)));
+        Ok(Opened { id, stream_id, events })
+    }
+
+    /// The agent's stream closed: no more offers of it; its tasks keep
+    /// running until it is declared lost.
+    pub fn agent_stream_closed(&mut self, id: &str, stream_id: &str, now: Duration) {
+        let Some(agent) = self.agents.get_mut(id) else { return };
+        if agent.conn.as_ref().is_none_or(|c| c.stream_id != stream_id) {
+            return;
+        }
+        agent.conn = None;
+        agent.lost_deadline = Some(now + self.config.agent_reregister_timeout);
+        tracing::warn!(agent = %id, "agent disconnected");
+        self.allocator.set_agent_active(id, false);
+        let offers: Vec<String> = self.offers.iter().filter(|(_, o)| o.agent == id).map(|(k, _)| k.clone()).collect();
+        for offer in offers {
+            self.discard_offer(&offer, None, now, true);
+        }
+    }
+
+    /// Agent UPDATE: a task changed state.
+    pub fn agent_update(
+        &mut self,
+        agent_id: Option<&AgentId>,
+        stream_id: Option<&str>,
+        update: Update,
+        now: Duration,
+    ) -> Result<(), CallError> {
+        let agent_id = agent_id.ok_or_else(|| CallError::bad_request("Expecting 'agent_id' to be present"))?;
+        let agent = self
+            .agents
+            .get(&agent_id.value)
+            .ok_or_else(|| CallError::forbidden(format!("Agent {agent_id} is not subscribed")))?;
+        let conn =
+            agent.conn.as_ref().ok_or_else(|| CallError::forbidden(format!("Agent {agent_id} is not subscribed")))?;
+        match stream_id {
+            None => return Err(CallError::bad_request("UPDATE calls must include the 'Mesos-Stream-Id' header")),
+            Some(s) if s != conn.stream_id => {
+                return Err(CallError::bad_request(format!(
+                    "The stream ID '{s}' does not match the current stream of agent {agent_id}"
+                )));
+            }
+            Some(_) => {}
+        }
+        let mut status = update.status;
+        if let Some(uuid) = &status.uuid
+            && uuid.as_slice().len() != 16
+        {
+            return Err(CallError::bad_request(format!("status.uuid must be 16 bytes, got {}", uuid.as_slice().len())));
+        }
+        status.agent_id = Some(agent_id.clone());
+        status.source.get_or_insert(Source::SourceExecutor);
+        status.timestamp.get_or_insert_with(wall_clock_seconds);
+        let key: TaskKey = (update.framework_id.value.clone(), status.task_id.value.clone());
+        match self.tasks.get(&key) {
+            Some(task) if task.agent_id != *agent_id => {
+                return Err(CallError::bad_request(format!(
+                    "task '{}' of framework {} runs on agent {}, not {agent_id}",
+                    status.task_id, update.framework_id, task.agent_id
+                )));
+            }
+            Some(_) => self.apply_status(&key, status, now),
+            None => {
+                tracing::warn!(agent = %agent_id, task = %status.task_id, "update for a task the master does not know");
+                let agent = &self.agents[&agent_id.value];
+                if status.state.is_terminal() {
+                    if let Some(uuid) = status.uuid {
+                        agent.send(&agent_api::Event::acknowledged(agent_api::Acknowledged {
+                            framework_id: update.framework_id,
+                            task_id: status.task_id,
+                            uuid,
+                        }));
+                    }
+                } else {
+                    agent.send(&agent_api::Event::kill(agent_api::Kill {
+                        framework_id: update.framework_id,
+                        task_id: status.task_id,
+                        kill_policy: None,
+                    }));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A new state of a known task: books it, frees resources if terminal,
+    /// and queues the update for the framework.
+    pub(super) fn apply_status(&mut self, key: &TaskKey, status: mpiswarm_mesos::TaskStatus, now: Duration) {
+        let Some(task) = self.tasks.get_mut(key) else { return };
+        let was_terminal = task.state.is_terminal();
+        if was_terminal && task.state != status.state {
+            tracing::debug!(task = %key.1, "update after a terminal state ignored");
+            return;
+        }
+        task.state = status.state;
+        task.latest = status.clone();
+        task.latest.uuid = None;
+        if status.state.is_terminal() && !was_terminal {
+            self.release_task_resources(key, now);
+        }
+        self.enqueue_update(key, status, now);
+    }
+
+    /// The agent is gone: its tasks are LOST (UNREACHABLE for
+    /// partition-aware frameworks) and every framework gets FAILURE.
+    pub fn remove_agent(&mut self, id: &str, now: Duration, why: &str) {
+        tracing::warn!(agent = %id, why, "agent lost");
+        let offers: Vec<String> = self.offers.iter().filter(|(_, o)| o.agent == id).map(|(k, _)| k.clone()).collect();
+        for offer in offers {
+            self.discard_offer(&offer, None, now, true);
+        }
+        let keys: Vec<TaskKey> =
+            self.tasks.iter().filter(|(_, t)| t.agent_id.value == id).map(|(k, _)| k.clone()).collect();
+        for key in keys {
+            let task = &self.tasks[&key];
+            if !task.state.is_terminal() {
+                let partition_aware = self.frameworks.get(&key.0).is_some_and(Framework::partition_aware);
+                let state = if partition_aware { TaskState::Unreachable } else { TaskState::Lost };
+                let status = master_status(
+                    &task.info.task_id,
+                    Some(&task.agent_id),
+                    state,
+                    Reason::ReasonAgentRemoved,
+                    format!("Agent {id} was lost: {why}"),
+                );
+                if let Some(f) = self.frameworks.get(&key.0) {
+                    f.send(&Event::update(status.clone()));
+                }
+                if let Some(t) = self.tasks.get_mut(&key) {
+                    t.latest = status;
+                    t.state = state;
+                }
+            }
+            self.complete_task(&key);
+        }
+        self.executors.retain(|(a, _, _), _| a != id);
+        self.allocator.remove_agent(id);
+        self.agents.remove(id);
+        self.registry.state.agents.remove(id);
+        if !self.registry.state.removed_agents.iter().any(|a| a == id) {
+            self.registry.state.removed_agents.push(id.to_owned());
+        }
+        self.save_registry();
+        self.counters.agents_removed += 1;
+        self.broadcast_failure(id);
+    }
+}

@@ -1,0 +1,383 @@
+//! Frameworks: SUBSCRIBE, failover, removal, and the calls that are not
+//! about offers (KILL, SHUTDOWN, ACKNOWLEDGE, RECONCILE, MESSAGE, REVIVE,
+//! SUPPRESS, TEARDOWN). HTTP-level validation happened before; semantic
+//! problems become status updates, as in Mesos.
+
+use super::{CallError, Connection, Framework, Master, Opened, master_status, validate_role};
+use mpiswarm_mesos::scheduler::{Acknowledge, Call, CallType, Event, Kill, Reconcile, Shutdown};
+use mpiswarm_mesos::{AgentId, FrameworkId, MasterInfo, Reason, TaskState, agent_api};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+impl Master {
+    fn master_info(&self) -> MasterInfo {
+        let ip = self
+            .config
+            .hostname
+            .parse::<std::net::Ipv4Addr>()
+            .map(|ip| u32::from_le_bytes(ip.octets()))
+            .unwrap_or(u32::from_le_bytes([127, 0, 0, 1]));
+        MasterInfo {
+            id: self.master_id.clone(),
+            ip,
+            port: u32::from(self.config.port),
+            pid: Some(format!("master@{}:{}", self.config.hostname, self.config.port)),
+            hostname: Some(self.config.hostname.clone()),
+            version: Some(super::MESOS_VERSION.to_owned()),
+            address: Some(mpiswarm_mesos::Address {
+                hostname: Some(self.config.hostname.clone()),
+                ip: Some(self.config.hostname.clone()),
+                port: i32::from(self.config.port),
+            }),
+        }
+    }
+
+    /// SUBSCRIBE (already checked: `subscribe` present, ids consistent).
+    /// Like Mesos, problems with the FrameworkInfo arrive as an ERROR event
+    /// on an otherwise empty stream.
+    pub fn subscribe_framework(&mut self, call: Call, now: Duration) -> Opened {
+        let subscribe = call.subscribe.expect("validated by the HTTP layer");
+        let mut info = subscribe.framework_info;
+        let (conn, events) = Connection::open();
+        let stream_id = conn.stream_id.clone();
+        let roles = info.effective_roles();
+        let refuse = |conn: Connection, message: String| {
+            conn.send(&Event::error(message));
+            drop(conn);
+        };
+        if let Some(err) = roles.iter().find_map(|r| validate_role(r).err()) {
+            refuse(conn, err);
+            return Opened { id: String::new(), stream_id, events };
+        }
+        if let Some(bad) = subscribe.suppressed_roles.iter().find(|r| !roles.contains(r)) {
+            refuse(conn, format!("suppressed role '{bad}' is not one of the framework's roles {roles:?}"));
+            return Opened { id: String::new(), stream_id, events };
+        }
+        let id = match &info.id {
+            Some(id) if self.registry.state.removed_frameworks.contains(&id.value) => {
+                refuse(conn, "Framework has been removed".to_owned());
+                return Opened { id: id.value.clone(), stream_id, events };
+            }
+            Some(id) => id.value.clone(),
+            None => self.next_id(""),
+        };
+        info.id = Some(FrameworkId::new(&id));
+        let failover = self.frameworks.get_mut(&id).map(|fw| fw.conn.take());
+        if let Some(Some(old)) = failover {
+            old.send(&Event::error("Framework failed over"));
+            tracing::info!(framework = %id, "framework failed over to a new stream");
+        }
+        // Outstanding offers belong to the old subscription.
+        let stale: Vec<String> =
+            self.offers.iter().filter(|(_, o)| o.framework == id).map(|(k, _)| k.clone()).collect();
+        for offer in stale {
+            self.discard_offer(&offer, None, now, false);
+        }
+        let fw = self
+            .frameworks
+            .entry(id.clone())
+            .or_insert_with(|| Framework::recovered(FrameworkId::new(&id), Some(info.clone())));
+        fw.info = info.clone();
+        fw.roles = roles.clone();
+        fw.conn = Some(conn);
+        fw.failover_deadline = None;
+        fw.recovered = false;
+        self.allocator.add_framework(&id, &roles, &subscribe.suppressed_roles);
+        self.allocator.set_framework_active(&id, true);
+        self.registry.state.frameworks.insert(id.clone(), info);
+        self.save_registry();
+        let subscribed =
+            Event::subscribed(FrameworkId::new(&id), self.config.heartbeat_interval.as_secs_f64(), self.master_info());
+        if let Some(fw) = self.frameworks.get(&id) {
+            fw.send(&subscribed);
+        }
+        tracing::info!(framework = %id, ?roles, "framework subscribed");
+        let keys: Vec<_> = self.tasks.keys().filter(|k| k.0 == id).cloned().collect();
+        for key in keys {
+            self.send_update_head(&key, now);
+        }
+        self.allocate(now, None);
+        Opened { id, stream_id, events }
+    }
+
+    /// The framework's stream closed: keep its tasks for `failover_timeout`.
+    pub fn framework_stream_closed(&mut self, id: &str, stream_id: &str, now: Duration) {
+        let Some(fw) = self.frameworks.get_mut(id) else { return };
+        if fw.conn.as_ref().is_none_or(|c| c.stream_id != stream_id) {
+            return;
+        }
+        fw.conn = None;
+        let timeout = fw.info.failover_timeout.filter(|t| t.is_finite() && *t > 0.0).unwrap_or(0.0);
+        fw.failover_deadline = Some(now + Duration::from_secs_f64(timeout.min(1e9)));
+        tracing::info!(framework = %id, failover_timeout = timeout, "framework disconnected");
+        self.allocator.set_framework_active(id, false);
+        let offers: Vec<String> =
+            self.offers.iter().filter(|(_, o)| o.framework == id).map(|(k, _)| k.clone()).collect();
+        for offer in offers {
+            self.discard_offer(&offer, None, now, false);
+        }
+    }
+
+    /// Removes a framework for good: its tasks are killed and its offers go.
+    pub fn remove_framework(&mut self, id: &str, now: Duration) {
+        let offers: Vec<String> =
+            self.offers.iter().filter(|(_, o)| o.framework == id).map(|(k, _)| k.clone()).collect();
+        for offer in offers {
+            self.discard_offer(&offer, None, now, false);
+        }
+        let keys: Vec<_> = self.tasks.keys().filter(|k| k.0 == id).cloned().collect();
+        let mut agents = BTreeSet::new();
+        for key in keys {
+            let live = self.tasks.get(&key).filter(|t| !t.state.is_terminal()).map(|t| t.agent_id.value.clone());
+            if let Some(agent) = live {
+                self.release_task_resources(&key, now);
+                agents.insert(agent);
+            }
+            self.complete_task(&key);
+        }
+        self.executors.retain(|(_, fw, _), _| fw != id);
+        let shutdown =
+            agent_api::Event::shutdown(agent_api::Shutdown { framework_id: FrameworkId::new(id), executor_id: None });
+        for agent in agents {
+            if let Some(a) = self.agents.get(&agent) {
+                a.send(&shutdown);
+            }
+        }
+        self.allocator.remove_framework(id);
+        self.frameworks.remove(id);
+        self.registry.state.frameworks.remove(id);
+        if !self.registry.state.removed_frameworks.iter().any(|f| f == id) {
+            self.registry.state.removed_frameworks.push(id.to_owned());
+        }
+        self.save_registry();
+        self.counters.frameworks_removed += 1;
+        tracing::info!(framework = %id, "framework removed");
+    }
+
+    /// Any call but SUBSCRIBE, after the Mesos checks of framework id,
+    /// subscription and stream id.
+    pub fn framework_call(&mut self, call: Call, stream_id: Option<&str>, now: Duration) -> Result<(), CallError> {
+        let kind = call.kind.ok_or_else(|| CallError::bad_request("Expecting 'type' to be present"))?;
+        let id = call
+            .framework_id
+            .as_ref()
+            .map(|f| f.value.clone())
+            .ok_or_else(|| CallError::bad_request("Expecting 'framework_id' to be present"))?;
+        let missing = |field: &str| CallError::bad_request(format!("Expecting '{field}' to be present"));
+        // Sub-message presence is part of validation, before any lookup.
+        match kind {
+            CallType::Accept if call.accept.is_none() => return Err(missing("accept")),
+            CallType::Decline if call.decline.is_none() => return Err(missing("decline")),
+            CallType::Kill if call.kill.is_none() => return Err(missing("kill")),
+            CallType::Shutdown if call.shutdown.is_none() => return Err(missing("shutdown")),
+            CallType::Acknowledge if call.acknowledge.is_none() => return Err(missing("acknowledge")),
+            CallType::Reconcile if call.reconcile.is_none() => return Err(missing("reconcile")),
+            CallType::Message if call.message.is_none() => return Err(missing("message")),
+            CallType::Request if call.request.is_none() => return Err(missing("request")),
+            CallType::UpdateFramework if call.update_framework.is_none() => return Err(missing("update_framework")),
+            _ => {}
+        }
+        if let Some(ack) = &call.acknowledge
+            && ack.uuid.as_slice().len() != 16
+        {
+            return Err(CallError::bad_request(format!(
+                "Failed to parse 'acknowledge.uuid': expected 16 bytes, got {}",
+                ack.uuid.as_slice().len()
+            )));
+        }
+        let fw = self.frameworks.get(&id).ok_or_else(|| CallError::bad_request("Framework cannot be found"))?;
+        let conn = fw.conn.as_ref().ok_or_else(|| CallError::forbidden("Framework is not subscribed"))?;
+        match stream_id {
+            None => {
+                return Err(CallError::bad_request(
+                    "All non-subscribe calls should include the 'Mesos-Stream-Id' header",
+                ));
+            }
+            Some(s) if s != conn.stream_id => {
+                return Err(CallError::bad_request(format!(
+                    "The stream ID '{s}' included in this request didn't match the stream ID currently associated with framework ID {id}"
+                )));
+            }
+            Some(_) => {}
+        }
+        match kind {
+            CallType::Accept => self.accept(&id, call.accept.expect("checked"), now),
+            CallType::Decline => self.decline(&id, call.decline.expect("checked"), now),
+            CallType::Revive => {
+                let roles = call.revive.map(|r| r.roles).unwrap_or_default();
+                self.allocator.revive(&id, &roles);
+                self.allocate(now, None);
+            }
+            CallType::Suppress => {
+                let roles = call.suppress.map(|r| r.roles).unwrap_or_default();
+                self.allocator.suppress(&id, &roles);
+            }
+            CallType::Kill => self.kill(&id, call.kill.expect("checked"), now),
+            CallType::Shutdown => self.shutdown_executor(&id, call.shutdown.expect("checked")),
+            CallType::Acknowledge => self.acknowledge(&id, call.acknowledge.expect("checked"), now),
+            CallType::Reconcile => self.reconcile(&id, call.reconcile.expect("checked")),
+            CallType::Message => {
+                let m = call.message.expect("checked");
+                if let Some(a) = self.agents.get(&m.agent_id.value) {
+                    a.send(&agent_api::Event::message(agent_api::Message {
+                        framework_id: FrameworkId::new(&id),
+                        executor_id: m.executor_id,
+                        data: m.data,
+                    }));
+                }
+            }
+            CallType::Teardown => self.remove_framework(&id, now),
+            CallType::UpdateFramework => {
+                let update = call.update_framework.expect("checked");
+                let roles = update.framework_info.effective_roles();
+                if let Some(err) = roles.iter().find_map(|r| validate_role(r).err()) {
+                    return Err(CallError::bad_request(err));
+                }
+                if let Some(fw) = self.frameworks.get_mut(&id) {
+                    fw.info = update.framework_info.clone();
+                    fw.info.id = Some(FrameworkId::new(&id));
+                    fw.roles = roles.clone();
+                    self.registry.state.frameworks.insert(id.clone(), fw.info.clone());
+                }
+                self.save_registry();
+                self.allocator.add_framework(&id, &roles, &update.suppressed_roles);
+                self.allocator.set_framework_active(&id, true);
+            }
+            // Mesos' allocator ignores REQUEST; inverse offers and operation
+            // feedback have nothing to act on here.
+            CallType::Request
+            | CallType::AcceptInverseOffers
+            | CallType::DeclineInverseOffers
+            | CallType::AcknowledgeOperationStatus
+            | CallType::ReconcileOperations => {}
+            CallType::Subscribe | CallType::Unknown => {
+                return Err(CallError::bad_request(format!("{kind:?} is not valid here")));
+            }
+        }
+        Ok(())
+    }
+
+    fn kill(&mut self, fw: &str, kill: Kill, _now: Duration) {
+        let key = (fw.to_owned(), kill.task_id.value.clone());
+        match self.tasks.get_mut(&key) {
+            Some(task) if task.state.is_terminal() => {}
+            Some(task) => {
+                let event = agent_api::Event::kill(agent_api::Kill {
+                    framework_id: FrameworkId::new(fw),
+                    task_id: kill.task_id.clone(),
+                    kill_policy: kill.kill_policy.clone(),
+                });
+                let delivered = self.agents.get(&task.agent_id.value).is_some_and(|a| a.send(&event));
+                // An agent that is away gets the KILL when it re-subscribes.
+                task.kill_requested = !delivered;
+            }
+            None => {
+                let status = master_status(
+                    &kill.task_id,
+                    kill.agent_id.as_ref(),
+                    self.unknown_task_state(fw),
+                    Reason::ReasonReconciliation,
+                    format!("Cannot kill task '{}': it is unknown to the master", kill.task_id),
+                );
+                if let Some(f) = self.frameworks.get(fw) {
+                    f.send(&Event::update(status));
+                }
+            }
+        }
+    }
+
+    fn unknown_task_state(&self, fw: &str) -> TaskState {
+        if self.frameworks.get(fw).is_some_and(Framework::partition_aware) {
+            TaskState::Unknown
+        } else {
+            TaskState::Lost
+        }
+    }
+
+    fn shutdown_executor(&mut self, fw: &str, shutdown: Shutdown) {
+        if let Some(a) = self.agents.get(&shutdown.agent_id.value) {
+            a.send(&agent_api::Event::shutdown(agent_api::Shutdown {
+                framework_id: FrameworkId::new(fw),
+                executor_id: Some(shutdown.executor_id),
+            }));
+        }
+    }
+
+    fn acknowledge(&mut self, fw: &str, ack: Acknowledge, now: Duration) {
+        let key = (fw.to_owned(), ack.task_id.value.clone());
+        let Some(task) = self.tasks.get_mut(&key) else { return };
+        if task.pending.front().and_then(|s| s.uuid.as_ref()) != Some(&ack.uuid) {
+            tracing::debug!(framework = fw, task = %ack.task_id, "acknowledgement of a stale update ignored");
+            return;
+        }
+        task.pending.pop_front();
+        task.last_sent = None;
+        let agent = task.agent_id.value.clone();
+        let terminal_and_done = task.pending.is_empty() && task.state.is_terminal();
+        if let Some(a) = self.agents.get(&agent) {
+            a.send(&agent_api::Event::acknowledged(agent_api::Acknowledged {
+                framework_id: FrameworkId::new(fw),
+                task_id: ack.task_id.clone(),
+                uuid: ack.uuid,
+            }));
+        }
+        if terminal_and_done {
+            self.complete_task(&key);
+        } else {
+            self.send_update_head(&key, now);
+        }
+    }
+
+    fn reconcile(&mut self, fw: &str, reconcile: Reconcile) {
+        let Some(framework) = self.frameworks.get(fw) else { return };
+        let mut statuses = Vec::new();
+        let reconciled = |mut s: mpiswarm_mesos::TaskStatus| {
+            s.uuid = None;
+            s.reason = Some(Reason::ReasonReconciliation);
+            s.source = Some(mpiswarm_mesos::Source::SourceMaster);
+            s
+        };
+        if reconcile.tasks.is_empty() {
+            for ((f, _), t) in &self.tasks {
+                if f == fw {
+                    statuses.push(reconciled(t.latest.clone()));
+                }
+            }
+        } else {
+            for rt in &reconcile.tasks {
+                if let Some(t) = self.tasks.get(&(fw.to_owned(), rt.task_id.value.clone())) {
+                    statuses.push(reconciled(t.latest.clone()));
+                    continue;
+                }
+                // An agent that is away but not yet lost: no answer yet, as in Mesos.
+                let agent_away =
+                    rt.agent_id.as_ref().and_then(|a| self.agents.get(&a.value)).is_some_and(|a| a.conn.is_none());
+                if agent_away || self.is_recovering() {
+                    continue;
+                }
+                let state = if framework.partition_aware() {
+                    let removed =
+                        rt.agent_id.as_ref().is_some_and(|a| self.registry.state.removed_agents.contains(&a.value));
+                    if removed { TaskState::Unreachable } else { TaskState::Unknown }
+                } else {
+                    TaskState::Lost
+                };
+                statuses.push(master_status(
+                    &rt.task_id,
+                    rt.agent_id.as_ref(),
+                    state,
+                    Reason::ReasonReconciliation,
+                    "Reconciliation: task is unknown to the master".to_owned(),
+                ));
+            }
+        }
+        for s in statuses {
+            framework.send(&Event::update(s));
+        }
+    }
+
+    /// The agent id a framework's task runs on, if it is known.
+    pub fn task_agent(&self, fw: &str, task: &str) -> Option<AgentId> {
+        self.tasks.get(&(fw.to_owned(), task.to_owned())).map(|t| t.agent_id.clone())
+    }
+}

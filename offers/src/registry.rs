@@ -1,0 +1,101 @@
+//! The registry: the little the master must not forget across a restart
+//! (agent ids and hostnames, framework ids and infos, and which of them were
+//! removed for good). Tasks are not here: agents re-report them, as in
+//! Mesos. The file is rewritten atomically (temporary file, fsync, rename,
+//! fsync of the directory), so a `kill -9` at any moment leaves either the
+//! old or the new registry, never a torn one.
+
+use mpiswarm_mesos::FrameworkInfo;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("cannot create the data directory {path}: {source}")]
+    CreateDir { path: PathBuf, source: std::io::Error },
+    #[error("cannot read the registry {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("the registry {path} is corrupt ({source}); move it away to start empty")]
+    Corrupt { path: PathBuf, source: serde_json::Error },
+    #[error("cannot write the registry {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RegisteredAgent {
+    pub hostname: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RegistryState {
+    #[serde(default)]
+    pub agents: BTreeMap<String, RegisteredAgent>,
+    #[serde(default)]
+    pub removed_agents: Vec<String>,
+    #[serde(default)]
+    pub frameworks: BTreeMap<String, FrameworkInfo>,
+    #[serde(default)]
+    pub removed_frameworks: Vec<String>,
+}
+
+/// The registry file `DIR/registry.json`.
+#[derive(Debug)]
+pub struct Registry {
+    path: PathBuf,
+    pub state: RegistryState,
+}
+
+impl Registry {
+    /// Opens (or starts) the registry in `dir`.
+    pub fn open(dir: &Path) -> Result<Self, RegistryError> {
+        std::fs::create_dir_all(dir).map_err(|source| RegistryError::CreateDir { path: dir.to_owned(), source })?;
+        let path = dir.join("registry.json");
+        let state = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|source| RegistryError::Corrupt { path: path.clone(), source })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => RegistryState::default(),
+            Err(source) => return Err(RegistryError::Read { path, source }),
+        };
+        Ok(Self { path, state })
+    }
+
+    /// Writes the current state durably.
+    pub fn save(&self) -> Result<(), RegistryError> {
+        let err = |source| RegistryError::Write { path: self.path.clone(), source };
+        let bytes = serde_json::to_vec_pretty(&self.state).map_err(|e| err(std::io::Error::other(e)))?;
+        let tmp = self.path.with_extension("json.tmp");
+        let mut file = std::fs::File::create(&tmp).map_err(err)?;
+        file.write_all(&bytes).map_err(err)?;
+        file.sync_all().map_err(err)?;
+        std::fs::rename(&tmp, &self.path).map_err(err)?;
+        if let Some(dir) = self.path.parent() {
+            std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_saved_registry_reopens_with_the_same_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = Registry::open(dir.path()).unwrap();
+        r.state.agents.insert("A-1".into(), RegisteredAgent { hostname: "node1".into() });
+        r.state.frameworks.insert("F-1".into(), FrameworkInfo::new("root", "mpi", &["mpi"]));
+        r.save().unwrap();
+        assert_eq!(Registry::open(dir.path()).unwrap().state, r.state);
+    }
+
+    #[test]
+    fn a_corrupt_registry_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("registry.json"), b"{not json").unwrap();
+        let err = Registry::open(dir.path()).unwrap_err();
+        assert!(err.to_string().contains("registry.json"), "{err}");
+    }
+}

@@ -1,0 +1,162 @@
+//! Test fixtures: an in-process offer layer on a free loopback port, fake
+//! agents, and helpers that await events (with a deadline, never a sleep).
+#![allow(dead_code)]
+
+use futures::StreamExt;
+use mpiswarm_mesos::client::{EventStream, SchedulerClient, Subscription};
+use mpiswarm_mesos::scheduler::{Event, EventType, Subscribed};
+use mpiswarm_mesos::{FrameworkInfo, Resource};
+use mpiswarm_offers::{OffersArgs, Running};
+use std::time::Duration;
+
+/// Generous: the machine is small and shared; nothing waits this long when it works.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+pub fn args(data_dir: &std::path::Path) -> OffersArgs {
+    OffersArgs {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: data_dir.to_owned(),
+        weights: Default::default(),
+        allocation_interval: 0.05,
+        offer_timeout: None,
+        heartbeat_interval: 15.0,
+        agent_reregister_timeout: 75.0,
+        status_update_retry_interval: 10.0,
+        credentials: None,
+        max_body_bytes: 4 * 1024 * 1024,
+        redirect_to: None,
+        advertise_host: None,
+    }
+}
+
+pub struct Cluster {
+    pub server: Running,
+    pub dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    pub async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    pub async fn start_with(tweak: impl FnOnce(&mut OffersArgs)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = args(dir.path());
+        tweak(&mut a);
+        let server = mpiswarm_offers::start(a).await.unwrap();
+        Self { server, dir }
+    }
+
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+
+    pub fn agent(&self, hostname: &str, cpus: f64, mem: f64) -> mpiswarm_offers::fake_agent::FakeAgent {
+        mpiswarm_offers::fake_agent::FakeAgent::start(
+            &self.url(),
+            hostname,
+            vec![Resource::scalar("cpus", cpus), Resource::scalar("mem", mem)],
+        )
+    }
+
+    pub async fn framework(&self, name: &str, roles: &[&str]) -> Framework {
+        Framework::subscribe(&self.url(), FrameworkInfo::new("root", name, roles)).await
+    }
+
+    pub async fn state(&self) -> serde_json::Value {
+        reqwest::get(format!("{}/master/state", self.url())).await.unwrap().json().await.unwrap()
+    }
+}
+
+pub struct Framework {
+    pub client: SchedulerClient,
+    pub subscribed: Subscribed,
+    pub events: EventStream<Event>,
+    pub info: FrameworkInfo,
+}
+
+impl Framework {
+    pub async fn subscribe(url: &str, info: FrameworkInfo) -> Self {
+        let client = SchedulerClient::new(url, None);
+        let Subscription { subscribed, events, .. } = client.subscribe(info.clone()).await.unwrap();
+        let mut info = info;
+        info.id = Some(subscribed.framework_id.clone());
+        Self { client, subscribed, events, info }
+    }
+
+    pub fn id(&self) -> &mpiswarm_mesos::FrameworkId {
+        &self.subscribed.framework_id
+    }
+
+    /// The next event that is not a heartbeat.
+    pub async fn next(&mut self) -> Event {
+        next_event(&mut self.events).await
+    }
+
+    /// Skips events until one of `kind` arrives.
+    pub async fn expect(&mut self, kind: EventType) -> Event {
+        loop {
+            let e = self.next().await;
+            if e.kind == kind {
+                return e;
+            }
+        }
+    }
+
+    pub async fn offers(&mut self) -> Vec<mpiswarm_mesos::Offer> {
+        self.expect(EventType::Offers).await.offers.unwrap().offers
+    }
+
+    /// The next UPDATE for `task` (skipping other events).
+    pub async fn update_of(&mut self, task: &str) -> mpiswarm_mesos::TaskStatus {
+        loop {
+            let e = self.expect(EventType::Update).await;
+            let s = e.update.unwrap().status;
+            if s.task_id.value == task {
+                return s;
+            }
+        }
+    }
+
+    pub async fn ack(&self, status: &mpiswarm_mesos::TaskStatus) {
+        let call = mpiswarm_mesos::scheduler::Call::acknowledge(
+            self.id(),
+            status.agent_id.clone().unwrap(),
+            status.task_id.clone(),
+            status.uuid.clone().unwrap(),
+        );
+        self.client.call(&call).await.unwrap();
+    }
+}
+
+pub async fn next_event(events: &mut EventStream<Event>) -> Event {
+    loop {
+        let e = tokio::time::timeout(DEADLINE, events.next())
+            .await
+            .expect("no event within the deadline")
+            .expect("the event stream ended")
+            .expect("a decodable event");
+        if e.kind != EventType::Heartbeat {
+            return e;
+        }
+    }
+}
+
+/// A shell task using `cpus` and `mem` on the offer's agent.
+pub fn task(id: &str, offer: &mpiswarm_mesos::Offer, cpus: f64, mem: f64, command: &str) -> mpiswarm_mesos::TaskInfo {
+    let mut t = mpiswarm_mesos::TaskInfo::new(id, id, &offer.agent_id);
+    t.resources = vec![Resource::scalar("cpus", cpus), Resource::scalar("mem", mem)];
+    t.command = Some(mpiswarm_mesos::CommandInfo::shell(command));
+    t
+}
+
+/// Waits (by polling the fake agent's books, which change on events) until `pred` holds.
+pub async fn until(mut pred: impl FnMut() -> bool) {
+    tokio::time::timeout(DEADLINE, async {
+        while !pred() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("condition not met within the deadline");
+}
