@@ -86,3 +86,13 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// A reqwest client that trusts the server's CA and sends its token.
+pub fn http(s: &Server) -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = s.dir.path();
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(dir.join("ca.crt")).expect("ca.crt")).expect("ca pem");
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {}", s.running.token).parse().expect("header"));
+    reqwest::Client::builder().add_root_certificate(ca).default_headers(headers).build().expect("client")
+}
