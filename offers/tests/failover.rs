@@ -1,0 +1,109 @@
+//! Failover inside one process: a framework that leaves and comes back
+//! within its failover_timeout, one that does not, and a lost agent.
+
+mod common;
+
+use common::{Cluster, task, until};
+use mpiswarm_mesos::scheduler::{Call, EventType};
+use mpiswarm_mesos::{Operation, Reason, TaskState};
+
+async fn launch_sleeper(c: &Cluster, failover_timeout: f64) -> common::Framework {
+    let mut info = mpiswarm_mesos::FrameworkInfo::new("root", "fw", &["mpi"]);
+    info.failover_timeout = Some(failover_timeout);
+    let mut f = common::Framework::subscribe(&c.url(), info).await;
+    let offer = f.offers().await.remove(0);
+    let t = task("t1", &offer, 1.0, 128.0, "sleep 1000");
+    f.client.call(&Call::accept(f.id(), vec![offer.id.clone()], vec![Operation::launch(vec![t])], None)).await.unwrap();
+    let running = f.update_of("t1").await;
+    assert_eq!(running.state, TaskState::Running);
+    f.ack(&running).await;
+    f
+}
+
+#[tokio::test]
+async fn a_framework_that_returns_within_failover_timeout_keeps_its_tasks() {
+    let c = Cluster::start_with(|a| a.heartbeat_interval = 0.1).await;
+    let agent = c.agent("node1", 4.0, 4096.0);
+    let f = launch_sleeper(&c, 3600.0).await;
+    let info = f.info.clone();
+    drop(f);
+    until_disconnected(&c).await;
+    let mut back = common::Framework::subscribe(&c.url(), info).await;
+    back.client.call(&Call::reconcile(back.id(), vec![])).await.unwrap();
+    let status = back.update_of("t1").await;
+    assert_eq!(status.state, TaskState::Running);
+    assert_eq!(status.reason, Some(Reason::ReasonReconciliation));
+    assert!(agent.tasks().iter().all(|t| t.status.state == TaskState::Running), "nothing was killed");
+}
+
+async fn until_disconnected(c: &Cluster) {
+    let url = c.url();
+    tokio::time::timeout(common::DEADLINE, async {
+        loop {
+            let state: serde_json::Value =
+                reqwest::get(format!("{url}/master/state")).await.unwrap().json().await.unwrap();
+            if state["frameworks"][0]["connected"] == false {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the master noticed the disconnect");
+}
+
+#[tokio::test]
+async fn a_framework_that_stays_away_past_failover_timeout_loses_its_tasks() {
+    let c = Cluster::start_with(|a| a.heartbeat_interval = 0.1).await;
+    let agent = c.agent("node1", 4.0, 4096.0);
+    let f = launch_sleeper(&c, 0.2).await;
+    drop(f);
+    until(|| agent.tasks().iter().all(|t| t.status.state == TaskState::Killed)).await;
+    let state = c.state().await;
+    assert_eq!(state["frameworks"].as_array().unwrap().len(), 0);
+}
+
+#[tokio::test]
+async fn a_lost_agent_turns_its_tasks_lost_and_frameworks_get_failure() {
+    let c = Cluster::start_with(|a| a.agent_reregister_timeout = 0.2).await;
+    let agent = c.agent("node1", 4.0, 4096.0);
+    let mut f = launch_sleeper(&c, 3600.0).await;
+    let agent_id = agent.agent_id().unwrap();
+    agent.crash();
+    let lost = f.update_of("t1").await;
+    assert_eq!(lost.state, TaskState::Lost);
+    assert_eq!(lost.reason, Some(Reason::ReasonAgentRemoved));
+    let failure = f.expect(EventType::Failure).await.failure.unwrap();
+    assert_eq!(failure.agent_id, Some(agent_id));
+    assert!(failure.executor_id.is_none());
+}
+
+#[tokio::test]
+async fn an_agent_that_reconnects_in_time_keeps_its_tasks() {
+    let c = Cluster::start().await;
+    let mut agent = c.agent("node1", 4.0, 4096.0);
+    let mut f = launch_sleeper(&c, 3600.0).await;
+    let id = agent.subscribed(1).await;
+    // A second stream for the same agent replaces the first (a reconnect).
+    let info = mpiswarm_mesos::agent_api::AgentInfo {
+        hostname: "node1".into(),
+        id: Some(id.clone()),
+        resources: vec![mpiswarm_mesos::Resource::scalar("cpus", 4.0), mpiswarm_mesos::Resource::scalar("mem", 4096.0)],
+        attributes: vec![],
+    };
+    let tasks: Vec<_> = agent
+        .tasks()
+        .into_iter()
+        .map(|t| mpiswarm_mesos::agent_api::ReportedTask {
+            framework_id: t.framework_id,
+            task_info: t.info,
+            executor_info: t.executor,
+            status: t.status,
+        })
+        .collect();
+    let client = mpiswarm_mesos::client::AgentClient::new(&c.url(), None);
+    let sub = client.subscribe(info, tasks).await.unwrap();
+    assert_eq!(sub.subscribed.agent_id, id);
+    f.client.call(&Call::reconcile(f.id(), vec![])).await.unwrap();
+    assert_eq!(f.update_of("t1").await.state, TaskState::Running);
+}
