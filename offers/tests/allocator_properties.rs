@@ -11,16 +11,36 @@ use std::time::Duration;
 
 #[derive(Debug, Clone)]
 enum Step {
-    AddAgent { cpus: u8, mem: u16 },
-    Allocate { advance_ms: u16 },
+    AddAgent {
+        cpus: u8,
+        mem: u16,
+    },
+    Allocate {
+        advance_ms: u16,
+    },
     /// Decline offer `i` with a filter of `refuse_ms`.
-    Decline { i: usize, refuse_ms: u16 },
+    Decline {
+        i: usize,
+        refuse_ms: u16,
+    },
     /// Accept offer `i` launching a task of `cpus`, refusing the rest for `refuse_ms`.
-    Accept { i: usize, cpus: u8, refuse_ms: u16 },
-    Finish { i: usize },
-    Suppress { fw: usize },
-    Revive { fw: usize },
-    DeactivateAgent { i: usize },
+    Accept {
+        i: usize,
+        cpus: u8,
+        refuse_ms: u16,
+    },
+    Finish {
+        i: usize,
+    },
+    Suppress {
+        fw: usize,
+    },
+    Revive {
+        fw: usize,
+    },
+    DeactivateAgent {
+        i: usize,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {

@@ -27,14 +27,16 @@ impl Drop for Master {
 }
 
 fn spawn(port: u16, dir: &std::path::Path) -> Master {
-    Master(Command::new(env!("CARGO_BIN_EXE_mpiswarm-offers"))
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
-        .arg(dir)
-        .args(["--allocation-interval", "0.05", "--heartbeat-interval", "0.2", "--agent-reregister-timeout", "60"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the mpiswarm-offers binary starts"))
+    Master(
+        Command::new(env!("CARGO_BIN_EXE_mpiswarm-offers"))
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+            .arg(dir)
+            .args(["--allocation-interval", "0.05", "--heartbeat-interval", "0.2", "--agent-reregister-timeout", "60"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the mpiswarm-offers binary starts"),
+    )
 }
 
 async fn healthy(url: &str) {
@@ -53,7 +55,8 @@ async fn kill_9_of_the_offer_layer_kills_no_task_and_reconciliation_reports_them
     let url = format!("http://127.0.0.1:{port}");
     let mut master = spawn(port, dir.path());
     healthy(&url).await;
-    let mut agent = FakeAgent::start(&url, "node1", vec![Resource::scalar("cpus", 4.0), Resource::scalar("mem", 4096.0)]);
+    let mut agent =
+        FakeAgent::start(&url, "node1", vec![Resource::scalar("cpus", 4.0), Resource::scalar("mem", 4096.0)]);
     let agent_id = agent.subscribed(1).await;
 
     let mut info = FrameworkInfo::new("root", "mpi", &["mpi"]);
@@ -91,7 +94,11 @@ async fn kill_9_of_the_offer_layer_kills_no_task_and_reconciliation_reports_them
         reported.insert(s.task_id.value.clone(), s.state);
     }
     assert_eq!(reported, BTreeMap::from([("r0".into(), TaskState::Running), ("r1".into(), TaskState::Running)]));
-    assert!(agent.tasks().iter().all(|t| t.status.state == TaskState::Running), "nothing was killed: {:?}", agent.tasks());
+    assert!(
+        agent.tasks().iter().all(|t| t.status.state == TaskState::Running),
+        "nothing was killed: {:?}",
+        agent.tasks()
+    );
     let state: serde_json::Value = reqwest::get(format!("{url}/master/state")).await.unwrap().json().await.unwrap();
     assert_eq!(state["slaves"][0]["used_resources"]["cpus"], 2.0, "used resources were rebuilt from the agent");
 }
