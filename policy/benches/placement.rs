@@ -1,1 +1,95 @@
-fn main() {}
+//! Placement cost at cluster scale: one 1,024-rank job over 10,000 agents
+//! (every policy), and a queue round of 1,000 waiting jobs over 1,000 agents.
+//! The engine runs inside the controller's offer cycle, so these must stay
+//! far below the cycle's period. The queue asks for about twice the cluster
+//! (1 to 128 one-cpu ranks per job, ~36,000 free cpus), so backfill and
+//! unfit explanations are part of what is measured.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use mpiswarm_policy::{
+    AgentCapacity, Backfill, FreeResources, JobDemand, Policy, Profile, QueuedJob, Resources, RoundOptions,
+    TopologyScorer, place, queue_round,
+};
+
+/// A small deterministic generator, so every run measures the same cluster.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self, below: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % below
+    }
+}
+
+/// Agents of 8 to 64 free cpus and 2 GiB per cpu, 40 to a rack, 10 racks to a zone.
+fn cluster(agents: usize, seed: u64) -> Vec<AgentCapacity> {
+    let mut rng = XorShift(seed);
+    (0..agents)
+        .map(|i| {
+            let cpus = 8.0 + rng.next(57) as f64;
+            AgentCapacity::new(
+                &format!("agent-{i:05}"),
+                &format!("host-{i:05}"),
+                FreeResources::new(cpus, cpus * 2048.0),
+            )
+            .with_attribute("rack", &format!("r{}", i / 40))
+            .with_attribute("zone", &format!("z{}", i / 400))
+            .with_bandwidth(if i % 3 == 0 { 25_000.0 } else { 10_000.0 })
+        })
+        .collect()
+}
+
+fn single_job(c: &mut Criterion) {
+    let offers = cluster(10_000, 0x9e37_79b9_7f4a_7c15);
+    let mut group = c.benchmark_group("place 1024 ranks over 10000 agents");
+    for (name, profile, policy) in [
+        ("pack", Profile::Network, Policy::Pack),
+        ("spread", Profile::Cpu, Policy::Spread),
+        ("auto-balanced", Profile::Balanced, Policy::Auto),
+    ] {
+        let job = JobDemand::new(1024, Resources::new(1.0, 1024.0, 0.0)).with_profile(profile).with_policy(policy);
+        assert!(place(&job, &offers).is_ok(), "the benchmark job must fit");
+        group.bench_with_input(BenchmarkId::from_parameter(name), &job, |b, job| {
+            b.iter(|| place(black_box(job), black_box(&offers)))
+        });
+    }
+    group.finish();
+}
+
+fn queue(c: &mut Criterion) {
+    let offers = cluster(1_000, 0x2545_f491_4f6c_dd1d);
+    let mut rng = XorShift(0xdead_beef_cafe_f00d);
+    let profiles = [Profile::Cpu, Profile::Memory, Profile::Network, Profile::Balanced];
+    let jobs: Vec<QueuedJob> = (0..1_000)
+        .map(|i| QueuedJob {
+            id: format!("job-{i:04}"),
+            role: format!("role-{}", i % 4),
+            created_at: i64::from(i),
+            demand: JobDemand::new(1 + rng.next(128) as u32, Resources::new(1.0, 1024.0, 0.0))
+                .with_profile(profiles[rng.next(4) as usize]),
+        })
+        .collect();
+    let options = RoundOptions { now: 2_000, backfill: Backfill::WhileHeadWaitsLessThan { max_head_wait_secs: 3_600 } };
+    let scorer = TopologyScorer::default();
+    let round = queue_round(&jobs, &offers, &options, &scorer);
+    println!("queue round: {} started, {} waiting", round.started.len(), round.waiting.len());
+    c.bench_function("queue round of 1000 jobs over 1000 agents", |b| {
+        b.iter(|| queue_round(black_box(&jobs), black_box(&offers), &options, &scorer))
+    });
+}
+
+fn config() -> Criterion {
+    Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4)).sample_size(20)
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = single_job, queue
+}
+criterion_main!(benches);

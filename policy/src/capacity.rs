@@ -2,7 +2,11 @@
 //! fixed-point ledger the engine does its arithmetic on. Owns unit conversion
 //! and "how many ranks fit on this agent"; never decides where ranks go.
 
-use std::collections::{BTreeMap, HashMap};
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+use std::collections::hash_map::Entry;
 
 use serde::{Deserialize, Serialize};
 
@@ -95,7 +99,9 @@ pub(crate) const UNLIMITED: Milli = 1 << 52;
 /// Converts a unit value to thousandths, rounding to the nearest; `None` when
 /// the value is negative, NaN or infinite.
 pub(crate) fn to_milli(value: f64) -> Option<Milli> {
-    (value.is_finite() && value >= 0.0).then(|| ((value * 1000.0).round() as Milli).min(UNLIMITED))
+    // `+ 0.5` then truncation rounds half up, as `f64::round` does for
+    // non-negative values, without the libm call (this runs per agent per job).
+    (value.is_finite() && value >= 0.0).then(|| ((value * 1000.0 + 0.5) as Milli).min(UNLIMITED))
 }
 
 pub(crate) fn from_milli(value: Milli) -> f64 {
@@ -158,6 +164,9 @@ pub(crate) fn ranks_fitting(free: &Vector, per_rank: &Vector, limit: u32) -> u32
 pub(crate) struct Ledger<'a> {
     pub agents: Vec<&'a AgentCapacity>,
     pub free: Vec<Vector>,
+    /// Each agent's locality group (e.g. rack) as a number below `groups`.
+    pub group: Vec<u32>,
+    pub groups: u32,
     /// Agents left out because a value was unusable, with why.
     pub ignored: Vec<String>,
 }
@@ -166,31 +175,52 @@ impl<'a> Ledger<'a> {
     /// Builds the ledger. Several entries for one agent id (one per Mesos
     /// offer) are summed; attributes come from the first. An agent with a
     /// negative, NaN or infinite value is left out and named in `ignored`, so
-    /// one bad offer never blocks the others.
-    pub fn new(offers: &'a [AgentCapacity]) -> Self {
+    /// one bad offer never blocks the others. Agents that share a value of
+    /// `locality_key` share a group; agents without it are each a group of
+    /// their own, because unknown locality is not shared locality.
+    pub fn new(offers: &'a [AgentCapacity], locality_key: Option<&str>) -> Self {
         let mut ledger = Ledger {
             agents: Vec::with_capacity(offers.len()),
             free: Vec::with_capacity(offers.len()),
+            group: Vec::with_capacity(offers.len()),
+            groups: 0,
             ignored: Vec::new(),
         };
-        let mut index: HashMap<&str, usize> = HashMap::with_capacity(offers.len());
+        let mut index: FxHashMap<&str, usize> = FxHashMap::default();
+        index.reserve(offers.len());
+        let mut groups: FxHashMap<&str, u32> = FxHashMap::default();
+        // Offers usually arrive rack by rack; skip the lookup for a repeat.
+        let mut last: Option<(&str, u32)> = None;
         for offer in offers {
             let Some(free) = Self::convert(offer, &mut ledger.ignored) else {
                 continue;
             };
-            match index.get(offer.agent_id.as_str()) {
-                Some(&i) => {
-                    let sum = &mut ledger.free[i];
+            let i = match index.entry(&offer.agent_id) {
+                Entry::Occupied(e) => {
+                    let sum = &mut ledger.free[*e.get()];
                     sum.cpus = (sum.cpus + free.cpus).min(UNLIMITED);
                     sum.mem = (sum.mem + free.mem).min(UNLIMITED);
                     sum.net = (sum.net + free.net).min(UNLIMITED);
+                    continue;
                 }
-                None => {
-                    index.insert(&offer.agent_id, ledger.agents.len());
-                    ledger.agents.push(offer);
-                    ledger.free.push(free);
+                Entry::Vacant(e) => *e.insert(ledger.agents.len()),
+            };
+            debug_assert_eq!(i, ledger.agents.len());
+            let group = match locality_key.and_then(|k| offer.attribute(k)) {
+                Some(value) if last.is_some_and(|(v, _)| v == value) => last.map_or(0, |(_, g)| g),
+                Some(value) => {
+                    let g = *groups.entry(value).or_insert(ledger.groups);
+                    last = Some((value, g));
+                    g
                 }
+                None => ledger.groups,
+            };
+            if group == ledger.groups {
+                ledger.groups += 1;
             }
+            ledger.agents.push(offer);
+            ledger.free.push(free);
+            ledger.group.push(group);
         }
         ledger
     }
@@ -224,8 +254,14 @@ impl<'a> Ledger<'a> {
     }
 }
 
+/// The preference order of candidates, smallest first: most room, then the
+/// biggest locality group (so ties cluster in one rack), then the scorer's
+/// preference, then one group before the next, then offer order.
+pub(crate) type OrderKey = (Reverse<u32>, Reverse<u64>, Reverse<u64>, u32, usize);
+
 /// How many ranks of one job an agent can host, as a worker alone (`cap`) and
-/// as the first node that also runs the launcher (`cap_with_launcher`).
+/// as the first node that also runs the launcher (`cap_with_launcher`), plus
+/// what orders it among the others.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Candidate {
     pub agent: usize,
@@ -233,8 +269,12 @@ pub(crate) struct Candidate {
     pub cap_with_launcher: u32,
     /// Whether the launcher fits here at all (even with no rank).
     pub launcher_fits: bool,
-    /// Locality group (e.g. rack) as a small number; set by the engine.
+    /// Locality group (e.g. rack).
     pub group: u32,
+    /// Total rank capacity of the group; set by the engine.
+    pub group_weight: u64,
+    /// The scorer's preference, as order-preserving bits; set by the engine.
+    pub score: u64,
 }
 
 impl Candidate {
@@ -247,6 +287,26 @@ impl Candidate {
     pub fn can_lead(&self) -> bool {
         self.launcher_fits && self.cap_with_launcher >= 1
     }
+
+    pub fn key(&self) -> OrderKey {
+        (Reverse(self.cap), Reverse(self.group_weight), Reverse(self.score), self.group, self.agent)
+    }
+}
+
+/// Maps a score to bits that sort like the number (higher score, higher bits).
+pub(crate) fn score_bits(score: f64) -> u64 {
+    let bits = score.to_bits();
+    if bits >> 63 == 1 { !bits } else { bits | 1 << 63 }
+}
+
+/// Sorts the `m` most preferred candidates to the front in order, leaving the
+/// rest unordered behind them: O(n + m log m) instead of a full sort.
+pub(crate) fn sort_head(cands: &mut [Candidate], m: usize) {
+    if m < cands.len() {
+        cands.select_nth_unstable_by_key(m, Candidate::key);
+    }
+    let m = m.min(cands.len());
+    cands[..m].sort_unstable_by_key(Candidate::key);
 }
 
 /// The agents that match the job's selector and fit at least one rank, with
@@ -270,7 +330,15 @@ pub(crate) fn candidates(job: &JobDemand, ledger: &Ledger<'_>, cores_cap: bool) 
         let launcher_fits = launcher.fits_in(free);
         let cap_with_launcher =
             if launcher_fits { ranks_fitting(&free.saturating_sub(&launcher), &per_rank, limit) } else { 0 };
-        out.push(Candidate { agent: i, cap, cap_with_launcher, launcher_fits, group: 0 });
+        out.push(Candidate {
+            agent: i,
+            cap,
+            cap_with_launcher,
+            launcher_fits,
+            group: ledger.group[i],
+            group_weight: 0,
+            score: 0,
+        });
     }
     out
 }

@@ -3,10 +3,9 @@
 //! [`Unfit`]. Never mutates the ledger; the queue round does that.
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::HashMap;
 
 use crate::auto::{self, AppliedPolicy, Rule};
-use crate::capacity::{Candidate, Ledger, Vector, candidates};
+use crate::capacity::{Candidate, Ledger, Vector, candidates, score_bits};
 use crate::demand::JobDemand;
 use crate::pack::{Assignment, pack};
 use crate::placement::{LauncherAssignment, NodeAssignment, Placement};
@@ -28,11 +27,10 @@ pub(crate) fn place_on(job: &JobDemand, ledger: &Ledger<'_>, scorer: &dyn Scorer
     job.validate()?;
     let rule = auto::decide(job.policy, job.profile);
     let mut cands = candidates(job, ledger, rule.caps_ranks_at_cores());
-    let weights = assign_groups(&mut cands, ledger, scorer);
-    order(&mut cands, &weights, job, ledger, scorer);
+    let weights = weigh(&mut cands, job, ledger, scorer);
     let nodes = match rule.policy() {
-        AppliedPolicy::Spread => spread(&cands, job.ranks).map(|a| to_agents(&cands, &a)),
-        AppliedPolicy::Pack => pack_with_locality(&cands, &weights, job, ledger, scorer),
+        AppliedPolicy::Spread => spread(&mut cands, job.ranks).map(|a| to_agents(&cands, &a)),
+        AppliedPolicy::Pack => pack_with_locality(&mut cands, &weights, job, ledger, scorer),
     };
     match nodes {
         Some(nodes) => Ok(build(job, ledger, rule, &nodes)),
@@ -40,50 +38,18 @@ pub(crate) fn place_on(job: &JobDemand, ledger: &Ledger<'_>, scorer: &dyn Scorer
     }
 }
 
-/// Numbers each candidate's locality group and returns each group's total
-/// rank capacity. Agents without the attribute are each a group of their own:
-/// unknown locality is not shared locality.
-fn assign_groups(cands: &mut [Candidate], ledger: &Ledger<'_>, scorer: &dyn Scorer) -> Vec<u64> {
-    let Some(key) = scorer.locality_key() else {
-        return vec![cands.iter().map(|c| u64::from(c.cap)).sum()];
-    };
-    let mut ids: HashMap<&str, u32> = HashMap::new();
-    let mut weights: Vec<u64> = Vec::new();
+/// Fills in what orders the candidates: their locality group's total rank
+/// capacity and the scorer's preference. Returns the group totals.
+fn weigh(cands: &mut [Candidate], job: &JobDemand, ledger: &Ledger<'_>, scorer: &dyn Scorer) -> Vec<u64> {
+    let mut weights = vec![0u64; ledger.groups as usize];
+    for c in cands.iter() {
+        weights[c.group as usize] += u64::from(c.cap);
+    }
     for c in cands.iter_mut() {
-        let id = match ledger.agents[c.agent].attribute(key) {
-            Some(value) => *ids.entry(value).or_insert_with(|| {
-                weights.push(0);
-                (weights.len() - 1) as u32
-            }),
-            None => {
-                weights.push(0);
-                (weights.len() - 1) as u32
-            }
-        };
-        c.group = id;
-        weights[id as usize] += u64::from(c.cap);
+        c.group_weight = weights[c.group as usize];
+        c.score = score_bits(scorer.agent_score(job, ledger.agents[c.agent]));
     }
     weights
-}
-
-/// Most room first; among equals, the biggest locality group (so ties
-/// cluster in one rack), then the scorer's preference, then one group before
-/// the next, then agent id so the answer does not depend on the order offers
-/// arrived in.
-fn order(cands: &mut [Candidate], weights: &[u64], job: &JobDemand, ledger: &Ledger<'_>, scorer: &dyn Scorer) {
-    let mut keyed: Vec<(f64, Candidate)> =
-        cands.iter().map(|c| (scorer.agent_score(job, ledger.agents[c.agent]), *c)).collect();
-    keyed.sort_unstable_by(|(sa, a), (sb, b)| {
-        Reverse(a.cap)
-            .cmp(&Reverse(b.cap))
-            .then_with(|| Reverse(weights[a.group as usize]).cmp(&Reverse(weights[b.group as usize])))
-            .then_with(|| sb.total_cmp(sa))
-            .then_with(|| a.group.cmp(&b.group))
-            .then_with(|| ledger.agents[a.agent].agent_id.cmp(&ledger.agents[b.agent].agent_id))
-    });
-    for (slot, (_, c)) in cands.iter_mut().zip(keyed) {
-        *slot = c;
-    }
 }
 
 fn to_agents(cands: &[Candidate], a: &Assignment) -> Vec<(usize, u32)> {
@@ -93,13 +59,14 @@ fn to_agents(cands: &[Candidate], a: &Assignment) -> Vec<(usize, u32)> {
 /// Packs globally, then tries to do as well inside a single locality group;
 /// the scorer picks among answers with the same node count.
 fn pack_with_locality(
-    cands: &[Candidate],
+    cands: &mut [Candidate],
     weights: &[u64],
     job: &JobDemand,
     ledger: &Ledger<'_>,
     scorer: &dyn Scorer,
 ) -> Option<Vec<(usize, u32)>> {
-    let global = to_agents(cands, &pack(cands, job.ranks)?);
+    let global = pack(cands, job.ranks)?;
+    let global = to_agents(cands, &global);
     if global.len() == 1 || weights.len() <= 1 {
         return Some(global);
     }
@@ -107,17 +74,28 @@ fn pack_with_locality(
     let mut groups: Vec<u32> = (0..weights.len() as u32).filter(|&g| weights[g as usize] >= need).collect();
     groups.sort_unstable_by_key(|&g| (Reverse(weights[g as usize]), g));
     groups.truncate(MAX_LOCALITY_ALTERNATIVES);
+    if groups.is_empty() {
+        return Some(global);
+    }
+    // One pass puts each candidate of a chosen group in that group's bucket.
+    let mut bucket_of = vec![usize::MAX; weights.len()];
+    for (b, &g) in groups.iter().enumerate() {
+        bucket_of[g as usize] = b;
+    }
+    let mut buckets: Vec<Vec<Candidate>> = vec![Vec::new(); groups.len()];
+    for c in cands.iter() {
+        if let Some(bucket) = buckets.get_mut(bucket_of[c.group as usize]) {
+            bucket.push(*c);
+        }
+    }
     let score = |nodes: &[(usize, u32)]| {
         let agents: Vec<_> = nodes.iter().map(|&(i, _)| ledger.agents[i]).collect();
         scorer.placement_score(job, &agents)
     };
     let mut best_score = score(&global);
     let mut best = global;
-    for g in groups {
-        let sub: Vec<Candidate> = cands.iter().filter(|c| c.group == g).copied().collect();
-        let Some(a) = pack(&sub, job.ranks) else {
-            continue;
-        };
+    for mut sub in buckets {
+        let Some(a) = pack(&mut sub, job.ranks) else { continue };
         if a.nodes.len() != best.len() {
             continue;
         }

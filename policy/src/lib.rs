@@ -50,6 +50,6 @@ pub fn place(job: &JobDemand, offers: &[AgentCapacity]) -> Result<Placement, Unf
 
 /// Places one job, letting `scorer` break the ties the policy leaves open.
 pub fn place_with(job: &JobDemand, offers: &[AgentCapacity], scorer: &dyn Scorer) -> Result<Placement, Unfit> {
-    let ledger = capacity::Ledger::new(offers);
+    let ledger = capacity::Ledger::new(offers, scorer.locality_key());
     engine::place_on(job, &ledger, scorer).map(|placed| placed.placement)
 }

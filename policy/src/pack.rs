@@ -3,7 +3,9 @@
 //! tightly (best-fit decreasing). Pure arithmetic over rank capacities; the
 //! caller decides the candidate order, which carries the rack tie-break.
 
-use crate::capacity::Candidate;
+use std::cmp::Reverse;
+
+use crate::capacity::{Candidate, sort_head};
 
 /// Where a strategy puts ranks: `(candidate index, ranks)`, the launcher node
 /// first, every entry with at least one rank.
@@ -12,29 +14,61 @@ pub(crate) struct Assignment {
     pub nodes: Vec<(usize, u32)>,
 }
 
-/// Packs `ranks` onto the fewest of `cands`, which must be ordered by
-/// preference (largest capacity first). `None` when they cannot host the gang.
+/// How many candidates are ordered before the first search; doubled until
+/// the search succeeds. Real jobs need far fewer nodes than this.
+const FIRST_HEAD: usize = 64;
+
+/// Packs `ranks` onto the fewest of `cands`. `None` when they cannot host
+/// the gang. Reorders `cands`; the answer's indices refer to the new order.
 ///
 /// The node count is exact, not greedy: for every `k` it finds the best
 /// launcher node `L` given that the other `k - 1` nodes are the largest ones,
-/// which is the optimal `k`-set containing `L`.
-pub(crate) fn pack(cands: &[Candidate], ranks: u32) -> Option<Assignment> {
+/// which is the optimal `k`-set containing `L`. Only the head of the
+/// preference order that can matter is sorted.
+pub(crate) fn pack(cands: &mut [Candidate], ranks: u32) -> Option<Assignment> {
     let n = cands.len();
+    let mut head = FIRST_HEAD.min(n);
+    loop {
+        sort_head(cands, head);
+        if let Some((leader, k)) = fewest_nodes(cands, head, ranks) {
+            let others: Vec<usize> = (0..k).filter(|&i| i != leader).take(k - 1).collect();
+            return Some(fill(cands, leader, &others, ranks));
+        }
+        if head == n {
+            return None;
+        }
+        head = (head * 2).min(n);
+    }
+}
+
+/// Whichever of two leaders has more room with the launcher; ties go to the
+/// more preferred.
+fn roomier(cands: &[Candidate], a: Option<usize>, b: Option<usize>) -> Option<usize> {
+    match (a, b) {
+        (Some(a), Some(b)) => {
+            let (ca, cb) = (&cands[a], &cands[b]);
+            let a_wins = (Reverse(ca.cap_with_launcher), ca.key()) <= (Reverse(cb.cap_with_launcher), cb.key());
+            Some(if a_wins { a } else { b })
+        }
+        (a, b) => a.or(b),
+    }
+}
+
+/// The fewest nodes `k <= head` and the leader achieving it, searching the
+/// sorted `cands[..head]`; `cands[head..]` may be in any order.
+fn fewest_nodes(cands: &[Candidate], head: usize, ranks: u32) -> Option<(usize, usize)> {
     let need = u64::from(ranks);
+    let tail_leader =
+        (head..cands.len()).filter(|&i| cands[i].can_lead()).fold(None, |best, i| roomier(cands, best, Some(i)));
     // best_leader_from[j]: the leader with the most room among cands[j..].
-    let mut best_leader_from: Vec<Option<usize>> = vec![None; n + 1];
-    for j in (0..n).rev() {
-        let next = best_leader_from[j + 1];
-        best_leader_from[j] =
-            if cands[j].can_lead() && next.is_none_or(|b| cands[j].cap_with_launcher >= cands[b].cap_with_launcher) {
-                Some(j)
-            } else {
-                next
-            };
+    let mut best_leader_from: Vec<Option<usize>> = vec![tail_leader; head + 1];
+    for j in (0..head).rev() {
+        let here = cands[j].can_lead().then_some(j);
+        best_leader_from[j] = roomier(cands, here, best_leader_from[j + 1]);
     }
     let mut top = 0u64; // sum of the caps of cands[..k-1]
     let mut cheapest_leader: Option<usize> = None; // least launcher loss in cands[..k]
-    for k in 1..=n {
+    for k in 1..=head {
         let j = k - 1;
         let outside = best_leader_from[j].map(|l| (top + u64::from(cands[l].cap_with_launcher), l));
         top += u64::from(cands[j].cap);
@@ -44,8 +78,7 @@ pub(crate) fn pack(cands: &[Candidate], ranks: u32) -> Option<Assignment> {
         let inside = cheapest_leader.map(|l| (top - u64::from(cands[l].launcher_loss()), l));
         for (room, leader) in [inside, outside].into_iter().flatten() {
             if room >= need {
-                let others: Vec<usize> = (0..k).filter(|&i| i != leader).take(k - 1).collect();
-                return Some(fill(cands, leader, &others, ranks));
+                return Some((leader, k));
             }
         }
     }
@@ -57,7 +90,7 @@ pub(crate) fn pack(cands: &[Candidate], ranks: u32) -> Option<Assignment> {
 fn fill(cands: &[Candidate], leader: usize, others: &[usize], ranks: u32) -> Assignment {
     let mut left = ranks;
     let mut placed: Vec<(usize, u32)> = Vec::with_capacity(others.len() + 1);
-    // Reserve one rank for the launcher node: it must host a worker.
+    // Keep one rank for the launcher node: it must host a worker.
     let mut budget = ranks - 1;
     for &i in others {
         let take = cands[i].cap.min(budget);
@@ -67,30 +100,24 @@ fn fill(cands: &[Candidate], leader: usize, others: &[usize], ranks: u32) -> Ass
             placed.push((i, take));
         }
     }
-    let mut used = vec![false; cands.len()];
-    for &(i, _) in &placed {
-        used[i] = true;
-    }
-    let leader = best_fit_leader(cands, leader, &used, left, placed.first().map(|&(i, _)| i));
+    let near = cands[placed.first().map_or(leader, |&(i, _)| i)].group;
+    let leader = best_fit_leader(cands, leader, &placed, left, near);
     let mut nodes = Vec::with_capacity(placed.len() + 1);
     nodes.push((leader, left));
     nodes.extend(placed);
     Assignment { nodes }
 }
 
-/// The free candidate that can lead with `ranks` and wastes the least room,
-/// preferring the locality group of `near`, then the caller's order.
-fn best_fit_leader(cands: &[Candidate], current: usize, used: &[bool], ranks: u32, near: Option<usize>) -> usize {
-    let group = cands[near.unwrap_or(current)].group;
+/// The free candidate that can lead with `ranks` and wastes the least room;
+/// among equally tight ones, the locality group `near`, then preference.
+fn best_fit_leader(cands: &[Candidate], current: usize, placed: &[(usize, u32)], ranks: u32, near: u32) -> usize {
+    let fit = |c: &Candidate| (c.cap_with_launcher, c.group != near, c.key());
     let mut best = current;
     for (i, c) in cands.iter().enumerate() {
-        if used[i] || !c.can_lead() || c.cap_with_launcher < ranks {
+        if !c.can_lead() || c.cap_with_launcher < ranks || placed.iter().any(|&(p, _)| p == i) {
             continue;
         }
-        let b = &cands[best];
-        let tighter = c.cap_with_launcher < b.cap_with_launcher;
-        let as_tight_nearer = c.cap_with_launcher == b.cap_with_launcher && c.group == group && b.group != group;
-        if tighter || as_tight_nearer {
+        if fit(c) < fit(&cands[best]) {
             best = i;
         }
     }
@@ -101,29 +128,48 @@ fn best_fit_leader(cands: &[Candidate], current: usize, used: &[bool], ranks: u3
 mod tests {
     use super::*;
 
-    fn cand(cap: u32, cap_with_launcher: u32) -> Candidate {
-        Candidate { agent: 0, cap, cap_with_launcher, launcher_fits: true, group: 0 }
+    /// `(agent, ranks)` of packing `ranks` onto candidates given as
+    /// `(cap, cap_with_launcher)`, agent number = position.
+    fn packed(spec: &[(u32, u32)], ranks: u32) -> Option<Vec<(usize, u32)>> {
+        let mut cands: Vec<Candidate> = spec
+            .iter()
+            .enumerate()
+            .map(|(agent, &(cap, cap_with_launcher))| Candidate {
+                agent,
+                cap,
+                cap_with_launcher,
+                launcher_fits: true,
+                group: 0,
+                group_weight: 0,
+                score: 0,
+            })
+            .collect();
+        let a = pack(&mut cands, ranks)?;
+        Some(a.nodes.iter().map(|&(i, r)| (cands[i].agent, r)).collect())
     }
 
     #[test]
     fn a_leader_outside_the_first_nodes_saves_a_node() {
         // The first two nodes lose a rank to the launcher; the third loses none.
         // Launching on the first node would need three nodes for 8 ranks.
-        let cands = [cand(4, 3), cand(4, 3), cand(4, 4)];
-        let got = pack(&cands, 8).expect("fits");
-        assert_eq!(got.nodes, vec![(2, 4), (0, 4)]);
+        assert_eq!(packed(&[(4, 3), (4, 3), (4, 4)], 8), Some(vec![(2, 4), (0, 4)]));
     }
 
     #[test]
     fn the_remainder_goes_to_the_tightest_fitting_node() {
-        let cands = [cand(8, 8), cand(8, 8), cand(4, 4), cand(2, 2)];
-        let got = pack(&cands, 10).expect("fits");
-        assert_eq!(got.nodes, vec![(3, 2), (1, 8)]);
+        assert_eq!(packed(&[(8, 8), (8, 8), (4, 4), (2, 2)], 10), Some(vec![(3, 2), (1, 8)]));
     }
 
     #[test]
     fn no_room_for_the_launcher_anywhere_is_unfit() {
-        let cands = [cand(4, 0), cand(4, 0)];
-        assert_eq!(pack(&cands, 2), None);
+        assert_eq!(packed(&[(4, 0), (4, 0)], 2), None);
+    }
+
+    #[test]
+    fn a_job_needing_more_nodes_than_the_first_head_still_packs() {
+        let spec = vec![(1, 1); 300];
+        let got = packed(&spec, 200).expect("fits");
+        assert_eq!(got.len(), 200);
+        assert_eq!(got.iter().map(|n| n.1).sum::<u32>(), 200);
     }
 }

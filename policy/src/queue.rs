@@ -103,7 +103,7 @@ struct Blocked {
 /// Decides which of `jobs` start now on `offers`. Each started job's workers
 /// and launcher are subtracted before the next job is tried.
 pub fn queue_round(jobs: &[QueuedJob], offers: &[AgentCapacity], options: &RoundOptions, scorer: &dyn Scorer) -> Round {
-    let mut ledger = Ledger::new(offers);
+    let mut ledger = Ledger::new(offers, scorer.locality_key());
     let mut queue: Vec<&QueuedJob> = jobs.iter().collect();
     queue.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
     let mut blocked: HashMap<&str, Blocked> = HashMap::new();

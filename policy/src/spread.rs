@@ -2,19 +2,26 @@
 //! agents), ranks levelled so that max - min <= 1 wherever capacity allows.
 //! Pure arithmetic over rank capacities in the caller's preference order.
 
-use crate::capacity::Candidate;
+use std::cmp::Reverse;
+
+use crate::capacity::{Candidate, sort_head};
 use crate::pack::Assignment;
 
-/// Spreads `ranks` over `cands`, ordered by preference (most room first).
-/// `None` when they cannot host the gang.
-pub(crate) fn spread(cands: &[Candidate], ranks: u32) -> Option<Assignment> {
+/// Spreads `ranks` over `cands`. `None` when they cannot host the gang.
+/// Reorders `cands`; the answer's indices refer to the new order.
+pub(crate) fn spread(cands: &mut [Candidate], ranks: u32) -> Option<Assignment> {
+    // With more agents than ranks only the most preferred `ranks` matter;
+    // otherwise all are used and there are at most `ranks` of them.
+    sort_head(cands, ranks as usize);
+    let cands = &*cands;
     let leader = leader(cands)?;
     let room = |i: usize| {
         if i == leader { cands[i].cap_with_launcher } else { cands[i].cap }
     };
-    let order: Vec<usize> = std::iter::once(leader).chain((0..cands.len()).filter(|&i| i != leader)).collect();
-    if ranks as usize <= order.len() {
-        let nodes = order.iter().take(ranks as usize).map(|&i| (i, 1)).collect();
+    let order: Vec<usize> =
+        std::iter::once(leader).chain((0..cands.len()).filter(|&i| i != leader)).take(ranks as usize).collect();
+    if ranks as usize <= cands.len() {
+        let nodes = order.iter().map(|&i| (i, 1)).collect();
         return Some(Assignment { nodes });
     }
     let total: u64 = order.iter().map(|&i| u64::from(room(i))).sum();
@@ -51,7 +58,8 @@ pub(crate) fn spread(cands: &[Candidate], ranks: u32) -> Option<Assignment> {
 }
 
 /// The launcher node: the one where the launcher costs the fewest ranks of
-/// room (this keeps every feasible gang feasible), then the roomiest.
+/// room (this keeps every feasible gang feasible), then the roomiest, then
+/// the most preferred.
 fn leader(cands: &[Candidate]) -> Option<usize> {
     let mut best: Option<usize> = None;
     for (i, c) in cands.iter().enumerate() {
@@ -60,8 +68,8 @@ fn leader(cands: &[Candidate]) -> Option<usize> {
         }
         let better = best.is_none_or(|b| {
             let b = &cands[b];
-            (c.launcher_loss(), std::cmp::Reverse(c.cap_with_launcher))
-                < (b.launcher_loss(), std::cmp::Reverse(b.cap_with_launcher))
+            (c.launcher_loss(), Reverse(c.cap_with_launcher), c.key())
+                < (b.launcher_loss(), Reverse(b.cap_with_launcher), b.key())
         });
         if better {
             best = Some(i);
@@ -74,23 +82,47 @@ fn leader(cands: &[Candidate]) -> Option<usize> {
 mod tests {
     use super::*;
 
-    fn cand(cap: u32, cap_with_launcher: u32) -> Candidate {
-        Candidate { agent: 0, cap, cap_with_launcher, launcher_fits: true, group: 0 }
+    /// Ranks per agent of spreading `ranks` over candidates given as
+    /// `(cap, cap_with_launcher)`, agent number = position.
+    fn spread_over(spec: &[(u32, u32)], ranks: u32) -> Option<Vec<(usize, u32)>> {
+        let mut cands: Vec<Candidate> = spec
+            .iter()
+            .enumerate()
+            .map(|(agent, &(cap, cap_with_launcher))| Candidate {
+                agent,
+                cap,
+                cap_with_launcher,
+                launcher_fits: true,
+                group: 0,
+                group_weight: 0,
+                score: 0,
+            })
+            .collect();
+        let a = spread(&mut cands, ranks)?;
+        Some(a.nodes.iter().map(|&(i, r)| (cands[i].agent, r)).collect())
     }
 
     #[test]
     fn a_small_node_takes_less_and_the_rest_stay_level() {
-        let cands = [cand(8, 8), cand(8, 8), cand(8, 8), cand(1, 1)];
-        let got = spread(&cands, 10).expect("fits");
-        let mut shape: Vec<u32> = got.nodes.iter().map(|n| n.1).collect();
-        shape.sort_unstable();
-        assert_eq!(shape, vec![1, 3, 3, 3]);
+        let got = spread_over(&[(8, 8), (8, 8), (8, 8), (1, 1)], 10).expect("fits");
+        assert_eq!(got, vec![(0, 3), (1, 3), (2, 3), (3, 1)]);
     }
 
     #[test]
-    fn more_nodes_than_ranks_gives_one_rank_each() {
-        let cands = [cand(8, 8), cand(8, 8), cand(8, 8)];
-        let got = spread(&cands, 2).expect("fits");
-        assert_eq!(got.nodes, vec![(0, 1), (1, 1)]);
+    fn more_nodes_than_ranks_gives_one_rank_each_on_the_roomiest() {
+        let got = spread_over(&[(2, 2), (8, 8), (4, 4)], 2).expect("fits");
+        assert_eq!(got, vec![(1, 1), (2, 1)]);
+    }
+
+    #[test]
+    fn the_launcher_goes_where_it_costs_no_rank() {
+        let got = spread_over(&[(4, 3), (4, 4), (4, 3)], 11).expect("fits");
+        assert_eq!(got[0], (1, 4));
+        assert_eq!(got.iter().map(|n| n.1).sum::<u32>(), 11);
+    }
+
+    #[test]
+    fn too_little_room_is_unfit() {
+        assert_eq!(spread_over(&[(4, 3), (4, 3)], 8), None);
     }
 }
