@@ -100,3 +100,135 @@ pub async fn collect_garbage<S: Swarm>(swarm: &S, agent_id: &str) -> Result<Vec<
     }
     Ok(removed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{FilePlan, LaunchContext};
+    use bollard::models::{ConfigSpec, NetworkCreateRequest, SecretSpec, Service, ServiceSpec, Task};
+    use mpiswarm_mesos::task::{CommandInfo, ContainerInfo, NetworkInfo};
+    use mpiswarm_mesos::{AgentId, FrameworkId, TaskInfo};
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    /// An in-memory swarm that records objects and can be told to refuse a
+    /// service by name.
+    #[derive(Default)]
+    struct FakeSwarm {
+        objects: Mutex<BTreeMap<(String, String), ServiceSpec>>,
+        refuse_service: Option<String>,
+    }
+
+    impl FakeSwarm {
+        fn put(&self, kind: &str, name: &str, spec: ServiceSpec) -> String {
+            self.objects.lock().unwrap().insert((kind.into(), name.into()), spec);
+            format!("{kind}-{name}")
+        }
+        fn names(&self) -> Vec<(String, String)> {
+            self.objects.lock().unwrap().keys().cloned().collect()
+        }
+    }
+
+    impl Swarm for FakeSwarm {
+        async fn ensure_network(&self, r: NetworkCreateRequest) -> Result<(), SwarmError> {
+            self.put("network", &r.name, ServiceSpec::default());
+            Ok(())
+        }
+        async fn ensure_secret(&self, s: SecretSpec) -> Result<String, SwarmError> {
+            Ok(self.put("secret", &s.name.unwrap(), ServiceSpec::default()))
+        }
+        async fn ensure_config(&self, s: ConfigSpec) -> Result<String, SwarmError> {
+            Ok(self.put("config", &s.name.unwrap(), ServiceSpec::default()))
+        }
+        async fn create_service(&self, spec: ServiceSpec) -> Result<String, SwarmError> {
+            let name = spec.name.clone().unwrap();
+            if self.refuse_service.as_deref() == Some(name.as_str()) {
+                return Err(SwarmError::NetworkConflict { name, driver: "x".into(), scope: "local".into() });
+            }
+            Ok(self.put("service", &name, spec))
+        }
+        async fn remove_service(&self, name: &str) -> Result<(), SwarmError> {
+            self.objects.lock().unwrap().remove(&("service".into(), name.into()));
+            Ok(())
+        }
+        async fn services(&self, _: &str) -> Result<Vec<Service>, SwarmError> {
+            let objects = self.objects.lock().unwrap();
+            Ok(objects
+                .iter()
+                .filter(|((k, _), _)| k == "service")
+                .map(|(_, spec)| Service { spec: Some(spec.clone()), ..Default::default() })
+                .collect())
+        }
+        async fn tasks(&self, _: &str) -> Result<Vec<Task>, SwarmError> {
+            Ok(vec![])
+        }
+        async fn owned(&self, kind: ObjectKind, _: &str) -> Result<Vec<crate::swarm::Owned>, SwarmError> {
+            let k = match kind {
+                ObjectKind::Network => "network",
+                ObjectKind::Secret => "secret",
+                ObjectKind::Config => "config",
+            };
+            Ok(self
+                .names()
+                .into_iter()
+                .filter(|(kk, _)| kk == k)
+                .map(|(kk, name)| crate::swarm::Owned { id: format!("{kk}-{name}"), name })
+                .collect())
+        }
+        async fn remove(&self, _: ObjectKind, id: &str) -> Result<(), SwarmError> {
+            self.objects.lock().unwrap().retain(|(k, n), _| format!("{k}-{n}") != id);
+            Ok(())
+        }
+        async fn logs_tail(&self, _: &str, _: usize) -> Result<String, SwarmError> {
+            Ok(String::new())
+        }
+    }
+
+    fn plan(name: &str) -> TaskPlan {
+        let mut t = TaskInfo::new(name, name, &AgentId::new("A"));
+        t.command = Some(CommandInfo::shell("true"));
+        let mut c = ContainerInfo::docker("img");
+        c.network_infos = vec![NetworkInfo { name: Some("net".into()), ..NetworkInfo::default() }];
+        t.container = Some(c);
+        t.command.as_mut().unwrap().uris = vec![mpiswarm_mesos::task::CommandUri {
+            value: "data:,hosts".into(),
+            executable: None,
+            extract: None,
+            cache: None,
+            output_file: Some("/etc/mpi/hostfile".into()),
+        }];
+        let fw = FrameworkId::new("F");
+        TaskPlan::from_task_info(
+            &t,
+            &LaunchContext { agent_id: "A", framework_id: &fw, framework_role: None, executor_id: None },
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_group_whose_second_service_fails_leaves_nothing_after_collection() {
+        let plans = vec![plan("a"), plan("b")];
+        let swarm = FakeSwarm { refuse_service: Some(plans[1].service_name.clone()), ..Default::default() };
+        let err = launch_group(&swarm, "node", "A", &plans).await.unwrap_err();
+        assert_eq!(err.task_id, "b");
+        assert!(swarm.names().iter().all(|(k, _)| k != "service"), "{:?}", swarm.names());
+        collect_garbage(&swarm, "A").await.unwrap();
+        assert!(swarm.names().is_empty(), "left behind: {:?}", swarm.names());
+    }
+
+    #[tokio::test]
+    async fn collection_keeps_what_a_live_service_references() {
+        let plans = vec![plan("a"), plan("b")];
+        let swarm = FakeSwarm::default();
+        launch_group(&swarm, "node", "A", &plans).await.unwrap();
+        swarm.remove_service(&plans[0].service_name).await.unwrap();
+        collect_garbage(&swarm, "A").await.unwrap();
+        let left = swarm.names();
+        assert!(left.contains(&("network".into(), "net".into())), "{left:?}");
+        let FilePlan { object_name, .. } = &plans[1].files[0];
+        assert!(left.contains(&("config".into(), object_name.clone())), "{left:?}");
+        swarm.remove_service(&plans[1].service_name).await.unwrap();
+        collect_garbage(&swarm, "A").await.unwrap();
+        assert!(swarm.names().is_empty(), "{:?}", swarm.names());
+    }
+}

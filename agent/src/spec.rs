@@ -148,3 +148,171 @@ fn file_labels(file: &FilePlan, agent_id: &str) -> HashMap<String, String> {
     l.insert(format!("{}target", labels::PREFIX), file.target.clone());
     l
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{LaunchContext, TaskPlan};
+    use mpiswarm_mesos::task::{
+        CommandInfo, CommandUri, ContainerInfo, Environment, EnvironmentVariable, NetworkInfo, Volume, VolumeMode,
+    };
+    use mpiswarm_mesos::{AgentId, ExecutorId, FrameworkId, Labels, Resource, TaskInfo};
+
+    fn task() -> TaskInfo {
+        let mut t = TaskInfo::new("Rank 0", "job-1-worker-0", &AgentId::new("A1"));
+        t.resources = vec![Resource::scalar("cpus", 1.5), Resource::scalar("mem", 256.0)];
+        let mut cmd = CommandInfo::shell("mpiswarm-rank worker");
+        cmd.environment = Some(Environment {
+            variables: vec![EnvironmentVariable { name: "SLOTS".into(), value: Some("2".into()) }],
+        });
+        cmd.uris = vec![CommandUri {
+            value: "data:,worker-0%20slots=2%0A".into(),
+            executable: None,
+            extract: None,
+            cache: None,
+            output_file: Some("/etc/mpi/hostfile".into()),
+        }];
+        t.command = Some(cmd);
+        let mut c = ContainerInfo::docker("mpiswarm/openmpi:0.1.0");
+        c.network_infos = vec![NetworkInfo { name: Some("mpiswarm-job-1".into()), ..NetworkInfo::default() }];
+        c.volumes = vec![Volume {
+            mode: VolumeMode::Ro,
+            container_path: "/run/secrets/mpiswarm-ssh-key".into(),
+            host_path: None,
+            source: Some(serde_json::json!({"type":"SECRET","secret":{"type":"VALUE","value":{"data":
+                base64::engine::general_purpose::STANDARD.encode("KEY")}}})),
+        }];
+        t.container = Some(c);
+        t.labels =
+            Some(Labels::from_pairs([("mpiswarm.io/job-uid", "u-1"), ("mpiswarm.io/role", "worker"), ("team", "hpc")]));
+        t
+    }
+
+    fn plan_of(t: &TaskInfo) -> Result<TaskPlan, crate::plan::InvalidTask> {
+        let fw = FrameworkId::new("F1");
+        let ex = ExecutorId::new("E1");
+        TaskPlan::from_task_info(
+            t,
+            &LaunchContext { agent_id: "A1", framework_id: &fw, framework_role: Some("mpi"), executor_id: Some(&ex) },
+        )
+    }
+
+    #[test]
+    fn a_task_info_maps_to_a_pinned_one_shot_service_with_limits_labels_network_and_files() {
+        let plan = plan_of(&task()).unwrap();
+        let ids = ObjectIds::from([(plan.files[0].object_name.clone(), "sec-id".to_owned())]);
+        let spec = service_spec(&plan, "node-7", &ids);
+        let template = spec.task_template.unwrap();
+        let c = template.container_spec.unwrap();
+        assert_eq!(c.image.as_deref(), Some("mpiswarm/openmpi:0.1.0"));
+        assert_eq!(c.command, Some(vec!["/bin/sh".into(), "-c".into(), "mpiswarm-rank worker".into()]));
+        assert_eq!(c.env, Some(vec!["SLOTS=2".into()]));
+        assert_eq!(c.hostname.as_deref(), Some("rank-0"));
+        let r = template.resources.unwrap();
+        assert_eq!(r.limits.unwrap().nano_cpus, Some(1_500_000_000));
+        assert_eq!(r.reservations.unwrap().memory_bytes, Some(256 * 1024 * 1024));
+        assert_eq!(template.restart_policy.unwrap().condition, Some(TaskSpecRestartPolicyConditionEnum::NONE));
+        assert_eq!(template.placement.unwrap().constraints, Some(vec!["node.id==node-7".into()]));
+        let net = &template.networks.unwrap()[0];
+        assert_eq!(net.target.as_deref(), Some("mpiswarm-job-1"));
+        assert_eq!(net.aliases, Some(vec!["rank-0".into()]));
+        let labels = spec.labels.unwrap();
+        for (k, v) in [
+            ("mpiswarm.io/job-uid", "u-1"),
+            ("mpiswarm.io/role", "worker"),
+            ("mpiswarm.io/label.team", "hpc"),
+            ("mpiswarm.io/task-id", "job-1-worker-0"),
+            ("mpiswarm.io/framework-id", "F1"),
+            ("mpiswarm.io/framework-role", "mpi"),
+            ("mpiswarm.io/executor-id", "E1"),
+            ("mpiswarm.io/agent-id", "A1"),
+        ] {
+            assert_eq!(labels.get(k).map(String::as_str), Some(v), "{k}");
+        }
+        let secret = &c.secrets.unwrap()[0];
+        assert_eq!(secret.secret_id.as_deref(), Some("sec-id"));
+        let file = secret.file.as_ref().unwrap();
+        assert_eq!((file.name.as_deref(), file.mode), (Some("/run/secrets/mpiswarm-ssh-key"), Some(0o400)));
+        let config = &c.configs.unwrap()[0];
+        assert_eq!(config.file.as_ref().unwrap().name.as_deref(), Some("/etc/mpi/hostfile"));
+        let hostfile = plan.files.iter().find(|f| f.target == "/etc/mpi/hostfile").unwrap();
+        assert_eq!(hostfile.data, b"worker-0 slots=2\n");
+        assert_eq!(spec.endpoint_spec.unwrap().mode, Some(EndpointSpecModeEnum::DNSRR));
+    }
+
+    #[test]
+    fn a_non_shell_command_keeps_the_entrypoint_and_replaces_cmd() {
+        let mut t = task();
+        t.command = Some(CommandInfo {
+            shell: Some(false),
+            value: Some("sleep".into()),
+            arguments: vec!["5".into()],
+            ..CommandInfo::default()
+        });
+        let plan = plan_of(&t).unwrap();
+        assert_eq!((plan.command, plan.args), (None, Some(vec!["sleep".into(), "5".into()])));
+    }
+
+    #[test]
+    fn a_framework_cannot_overwrite_the_agents_own_labels() {
+        let mut t = task();
+        t.labels = Some(Labels::from_pairs([("mpiswarm.io/agent-id", "someone-else")]));
+        assert_eq!(plan_of(&t).unwrap().labels["mpiswarm.io/agent-id"], "A1");
+    }
+
+    #[test]
+    fn invalid_task_infos_are_refused_naming_the_offending_value() {
+        let cases: Vec<(Box<dyn Fn(&mut TaskInfo)>, &str)> = vec![
+            (Box::new(|t| t.container = None), "has no container"),
+            (Box::new(|t| t.resources = vec![Resource::scalar("mem", -5.0)]), "resource mem has value -5"),
+            (Box::new(|t| t.resources = vec![Resource::scalar("cpus", f64::NAN)]), "resource cpus has value NaN"),
+            (
+                Box::new(|t| {
+                    t.container.as_mut().unwrap().network_infos[0].labels =
+                        Some(Labels::from_pairs([("mpiswarm.io/network-driver", "bridge")]))
+                }),
+                "unknown network driver 'bridge'",
+            ),
+            (
+                Box::new(|t| t.container.as_mut().unwrap().network_infos[0].name = Some("bad name".into())),
+                "'bad name' is not a valid network name",
+            ),
+            (
+                Box::new(|t| t.container.as_mut().unwrap().docker.as_mut().unwrap().image = " ".into()),
+                "is not an image reference",
+            ),
+            (
+                Box::new(|t| t.command.as_mut().unwrap().uris[0].value = "http://example.invalid/x".into()),
+                "only inline data: URIs",
+            ),
+            (
+                Box::new(|t| t.command.as_mut().unwrap().uris[0].output_file = Some("relative/path".into())),
+                "'relative/path' must be an absolute file path",
+            ),
+            (
+                Box::new(|t| t.container.as_mut().unwrap().hostname = Some("Not_A_Label".into())),
+                "'Not_A_Label' is not a DNS label",
+            ),
+        ];
+        for (mutate, expected) in cases {
+            let mut t = task();
+            mutate(&mut t);
+            let err = plan_of(&t).unwrap_err().to_string();
+            assert!(err.contains(expected), "expected '{expected}' in: {err}");
+            assert!(err.contains("job-1-worker-0"), "the task is not named: {err}");
+        }
+    }
+
+    #[test]
+    fn shared_files_get_one_object_and_names_stay_valid() {
+        let a = plan_of(&task()).unwrap();
+        let mut other = task();
+        other.task_id = mpiswarm_mesos::TaskId::new("job-1-launcher");
+        let b = plan_of(&other).unwrap();
+        assert_eq!(a.files[0].object_name, b.files[0].object_name, "same key, same secret");
+        assert_ne!(a.service_name, b.service_name);
+        for name in [&a.service_name, &b.service_name, &a.files[0].object_name] {
+            assert!(name.len() <= 63 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'), "{name}");
+        }
+    }
+}

@@ -221,3 +221,50 @@ fn ssh_key() -> Vec<u8> {
     assert!(status.success());
     std::fs::read(path).unwrap()
 }
+
+fn containers_of(task_id: &str) -> Vec<String> {
+    let out = std::process::Command::new("docker")
+        .args(["ps", "-q", "--filter", &format!("label=mpiswarm.io/task-id={task_id}")])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_an_agent_crash_the_new_agent_adopts_the_running_task_which_finishes_normally() {
+    let mut h = harness("restart").await;
+    let task = h.task("survivor", RANK_IMAGE, "sleep 8");
+    let id = task.task_id.clone();
+    h.launch(vec![task]).await;
+    h.wait_for(&id, TaskState::Running).await;
+    let before = containers_of(&id.value);
+    assert_eq!(before.len(), 1, "{before:?}");
+
+    let (agent_id, data_dir) = h.crash();
+    let mut h = support::start(&agent_id, data_dir).await;
+    assert_eq!(h.agent.agent_id().unwrap().value, agent_id, "the agent id comes back from --data-dir");
+    let reported = h.agent.reported_tasks();
+    assert_eq!(reported.len(), 1);
+    assert_eq!(reported[0].status.state, TaskState::Running, "re-reported as RUNNING");
+    assert_eq!(containers_of(&id.value), before, "the running container was not touched");
+    h.wait_for(&id, TaskState::Finished).await;
+    h.wait_until_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_labelled_service_no_task_owns_is_removed_after_the_grace_period() {
+    let h = harness("orphan").await;
+    let name = format!("{}-orphan", h.agent_id);
+    let status = std::process::Command::new("docker")
+        .args(["service", "create", "-d", "--quiet", "--name", &name, "--restart-condition", "none"])
+        .args(["--label", &format!("mpiswarm.io/agent-id={}", h.agent_id)])
+        .args(["--label", "mpiswarm.io/managed-by=mpiswarm-agent", RANK_IMAGE, "sleep", "300"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(h.objects(), vec![format!("service {name}")]);
+    // The harness' grace period is 3 s; the resync loop removes it after that.
+    h.wait_until_clean().await;
+}

@@ -25,6 +25,8 @@ pub struct Harness {
     pub agent_id: String,
     pub framework_id: FrameworkId,
     pub data_dir: tempfile::TempDir,
+    /// Statuses of other tasks read while waiting for one task.
+    stash: std::collections::VecDeque<Outgoing>,
     cleanup: Option<Cleanup>,
     _supervisor: mpiswarm_agent::run::Supervisor,
 }
@@ -38,6 +40,7 @@ pub async fn harness(test: &str) -> Harness {
 }
 
 pub async fn start(agent_id: &str, data_dir: tempfile::TempDir) -> Harness {
+    let _ = tracing_subscriber::fmt().with_env_filter("mpiswarm_agent=debug").with_test_writer().try_init();
     let docker = node::connect(None).await.expect("a Docker engine must answer on the local socket");
     let node_id = node::ensure_swarm(&docker).await.expect("the engine must be (or become) a swarm manager");
     assert!(
@@ -56,6 +59,7 @@ pub async fn start(agent_id: &str, data_dir: tempfile::TempDir) -> Harness {
         agent_id: agent_id.to_owned(),
         framework_id: FrameworkId::new(format!("fw-{agent_id}")),
         data_dir,
+        stash: std::collections::VecDeque::new(),
         cleanup: Some(Cleanup { agent_id: agent_id.to_owned() }),
         _supervisor: supervisor,
     }
@@ -65,7 +69,8 @@ impl Harness {
     /// Stops this agent as `kill -9` would (no cleanup of its services) and
     /// hands back its data directory for the next incarnation.
     pub fn crash(mut self) -> (String, tempfile::TempDir) {
-        self.cleanup.take();
+        // Disarm without running the guard: the services must outlive this agent.
+        std::mem::forget(self.cleanup.take());
         let agent_id = self.agent_id.clone();
         let dir = std::mem::replace(&mut self.data_dir, tempfile::tempdir().unwrap());
         (agent_id, dir)
@@ -95,6 +100,9 @@ impl Harness {
 
     /// The next status of `task`, skipping other tasks' statuses.
     pub async fn next_status(&mut self, task: &TaskId) -> mpiswarm_mesos::TaskStatus {
+        if let Some(i) = self.stash.iter().position(|o| &o.status.task_id == task) {
+            return self.stash.remove(i).expect("position is in range").status;
+        }
         loop {
             let item = tokio::time::timeout(Duration::from_secs(120), self.statuses.recv())
                 .await
@@ -103,6 +111,7 @@ impl Harness {
             if &item.status.task_id == task {
                 return item.status;
             }
+            self.stash.push_back(item);
         }
     }
 
