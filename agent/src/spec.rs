@@ -262,7 +262,8 @@ mod tests {
 
     #[test]
     fn invalid_task_infos_are_refused_naming_the_offending_value() {
-        let cases: Vec<(Box<dyn Fn(&mut TaskInfo)>, &str)> = vec![
+        type Mutation = Box<dyn Fn(&mut TaskInfo)>;
+        let cases: Vec<(Mutation, &str)> = vec![
             (Box::new(|t| t.container = None), "has no container"),
             (Box::new(|t| t.resources = vec![Resource::scalar("mem", -5.0)]), "resource mem has value -5"),
             (Box::new(|t| t.resources = vec![Resource::scalar("cpus", f64::NAN)]), "resource cpus has value NaN"),
