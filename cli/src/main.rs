@@ -1,0 +1,65 @@
+//! The `mpiswarm` binary: one executable for every component, in the spirit
+//! of k3s. Each subcommand lives in a library crate; this file only parses
+//! arguments, sets up logging and hands over. It owns no logic of its own.
+
+use clap::{Parser, Subcommand};
+
+mod version;
+
+/// Run MPI jobs as containers on Docker Swarm.
+///
+/// An `MpiJob` (mpiswarm.io/v1alpha1) is applied with kubectl; a controller
+/// gets resources from a Mesos-compatible offer layer, places the ranks with
+/// a pack/spread policy engine, and node agents run them as Swarm services.
+#[derive(Parser, Debug)]
+#[command(name = "mpiswarm", version = version::VERSION, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the MpiJob CustomResourceDefinition as YAML (apply it with kubectl).
+    ///
+    /// The committed crds/mpijob.yaml is this output; a test fails if they drift.
+    Crd,
+    /// Print version information for this binary and the APIs it speaks.
+    Version,
+    /// Run the embedded Kubernetes-compatible API server (writes DIR/kubeconfig).
+    Apiserver(mpiswarm_apiserver::ApiserverArgs),
+    /// Build the rank image locally (no registry) or load it into nodes in containers.
+    Images(mpiswarm_agent::images::ImagesArgs),
+    /// Run the node agent: register this Docker Swarm node with the offer layer and run its tasks as services.
+    Agent(mpiswarm_agent::AgentArgs),
+    /// Run the Mesos-compatible offer layer (v1 scheduler API, agent API, DRF allocator).
+    Offers(mpiswarm_offers::OffersArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    init_tracing();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Crd => print!("{}", mpiswarm_crds::crd_yaml()?),
+        Command::Version => version::print(),
+        Command::Apiserver(args) => block_on(mpiswarm_apiserver::run(args))?,
+        Command::Images(args) => block_on(mpiswarm_agent::images::run(args))?,
+        Command::Agent(args) => block_on(mpiswarm_agent::run(args))?,
+        Command::Offers(args) => block_on(mpiswarm_offers::run(args))?,
+    }
+    Ok(())
+}
+
+/// Runs one long-lived component on a multi-threaded runtime until it returns.
+fn block_on<E>(component: impl Future<Output = Result<(), E>>) -> anyhow::Result<()>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    Ok(tokio::runtime::Runtime::new()?.block_on(component)?)
+}
+
+fn init_tracing() {
+    use tracing_subscriber::{EnvFilter, fmt};
+    let filter = EnvFilter::try_from_env("MPISWARM_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}

@@ -1,0 +1,44 @@
+//! The binary users run: `mpiswarm crd` prints exactly the committed CRD, and
+//! every subcommand explains itself under `--help`.
+
+use std::process::Command;
+
+fn mpiswarm(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mpiswarm")).args(args).output().expect("mpiswarm runs")
+}
+
+#[test]
+fn mpiswarm_crd_prints_the_committed_crd() {
+    let out = mpiswarm(&["crd"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let committed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../crds/mpijob.yaml")).expect("crds/mpijob.yaml");
+    assert!(String::from_utf8_lossy(&out.stdout) == committed, "`mpiswarm crd` differs from crds/mpijob.yaml");
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    let out = mpiswarm(&["--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout).to_string();
+    let commands: Vec<String> = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter(|c| c != "help")
+        .collect();
+    assert!(commands.contains(&"crd".to_string()) && commands.contains(&"version".to_string()), "{help}");
+    for c in commands {
+        let out = mpiswarm(&[&c, "--help"]);
+        assert!(out.status.success(), "mpiswarm {c} --help failed");
+        assert!(out.stdout.len() > 40, "mpiswarm {c} --help says too little");
+    }
+}
+
+#[test]
+fn version_names_the_api() {
+    let out = mpiswarm(&["version"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("mpiswarm.io/v1alpha1"));
+}
