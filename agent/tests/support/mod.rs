@@ -171,8 +171,8 @@ pub fn owned_objects(agent_id: &str) -> Vec<String> {
 }
 
 /// Removes everything labelled with the agent id, whatever the test did.
-struct Cleanup {
-    agent_id: String,
+pub struct Cleanup {
+    pub agent_id: String,
 }
 
 impl Drop for Cleanup {

@@ -1,0 +1,413 @@
+//! Acceptance of the agent as a process: the real `mpiswarm-agent` binary on
+//! the machine's Docker engine, registered with the real offer layer (run
+//! in-process), driven by a Mesos framework over the v1 scheduler API.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use base64::Engine as _;
+use futures::StreamExt;
+use mpiswarm_mesos::client::{EventStream, SchedulerClient};
+use mpiswarm_mesos::scheduler::{Call, Event, EventType};
+use mpiswarm_mesos::task::{CommandUri, ContainerInfo, NetworkInfo, Volume, VolumeMode};
+use mpiswarm_mesos::{
+    CommandInfo, ExecutorInfo, FrameworkInfo, Offer, Operation, Resource, TaskGroupInfo, TaskId, TaskInfo, TaskState,
+    TaskStatus,
+};
+use support::RANK_IMAGE;
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// The agent binary with its data directory; killed (and everything it
+/// labelled removed) when dropped.
+struct AgentProcess {
+    child: Child,
+    master: String,
+    data_dir: tempfile::TempDir,
+    cleanup: Option<support::Cleanup>,
+}
+
+impl AgentProcess {
+    fn spawn(master: &str, data_dir: tempfile::TempDir) -> Self {
+        let child = start_child(master, data_dir.path());
+        Self { child, master: master.to_owned(), data_dir, cleanup: None }
+    }
+
+    /// The id the offer layer assigned, as the agent persisted it.
+    fn persisted_id(&self) -> String {
+        std::fs::read_to_string(self.data_dir.path().join("agent_id")).expect("agent registered")
+    }
+
+    /// From now on, everything labelled with `agent_id` is removed when this is dropped.
+    fn owns(&mut self, agent_id: &str) {
+        self.cleanup.get_or_insert_with(|| support::Cleanup { agent_id: agent_id.to_owned() });
+    }
+
+    /// `kill -9`, then start again on the same data directory.
+    fn crash_and_restart(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        self.child = start_child(&self.master, self.data_dir.path());
+    }
+}
+
+fn start_child(master: &str, data_dir: &Path) -> Child {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(data_dir.join("agent.log")).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_mpiswarm-agent"))
+        .args(["--master", master, "--attributes", "rack=r1,zone=a", "--resync-seconds", "0.5"])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env("MPISWARM_LOG", "mpiswarm_agent=debug")
+        .stdout(Stdio::null())
+        // The log sits next to the agent's state, for post-mortems.
+        .stderr(log)
+        .spawn()
+        .expect("the mpiswarm-agent binary runs")
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct World {
+    offers: mpiswarm_offers::Running,
+    _offers_dir: tempfile::TempDir,
+    agent: AgentProcess,
+    client: SchedulerClient,
+    framework: FrameworkInfo,
+    events: EventStream<Event>,
+    /// Events read while looking for another kind.
+    backlog: std::collections::VecDeque<Event>,
+}
+
+impl World {
+    async fn start() -> Self {
+        let offers_dir = tempfile::tempdir().unwrap();
+        let mut args = mpiswarm_offers_args(offers_dir.path());
+        args.listen = "127.0.0.1:0".parse().unwrap();
+        let offers = mpiswarm_offers::start(args).await.expect("the offer layer starts");
+        let agent = AgentProcess::spawn(&offers.url(), tempfile::tempdir().unwrap());
+        let client = SchedulerClient::new(&offers.url(), None);
+        let sub = client.subscribe(FrameworkInfo::new("root", "agent-acceptance", &["mpi"])).await.unwrap();
+        let mut framework = FrameworkInfo::new("root", "agent-acceptance", &["mpi"]);
+        framework.id = Some(sub.subscribed.framework_id.clone());
+        Self {
+            offers,
+            _offers_dir: offers_dir,
+            agent,
+            client,
+            framework,
+            events: sub.events,
+            backlog: Default::default(),
+        }
+    }
+
+    fn framework_id(&self) -> &mpiswarm_mesos::FrameworkId {
+        self.framework.id.as_ref().unwrap()
+    }
+
+    async fn next_event(&mut self) -> Event {
+        loop {
+            let e = tokio::time::timeout(DEADLINE, self.events.next())
+                .await
+                .expect("no scheduler event within the deadline")
+                .expect("the scheduler stream ended")
+                .expect("a decodable event");
+            if e.kind != EventType::Heartbeat {
+                return e;
+            }
+        }
+    }
+
+    async fn offer(&mut self) -> Offer {
+        loop {
+            let e = self.next_event().await;
+            if let Some(offers) = e.offers {
+                let offer = offers.offers.into_iter().next().expect("an offer");
+                self.agent.owns(&offer.agent_id.value);
+                return offer;
+            }
+            self.backlog.push_back(e);
+        }
+    }
+
+    /// The next UPDATE of `task`, acknowledged.
+    async fn update(&mut self, task: &TaskId) -> TaskStatus {
+        let found = self.backlog.iter().position(|e| e.update.as_ref().is_some_and(|u| &u.status.task_id == task));
+        let status = match found {
+            Some(i) => self.backlog.remove(i).unwrap().update.unwrap().status,
+            None => loop {
+                let e = self.next_event().await;
+                if let Some(u) = e.update.as_ref()
+                    && &u.status.task_id == task
+                {
+                    break e.update.unwrap().status;
+                }
+                self.backlog.push_back(e);
+            },
+        };
+        if let (Some(agent), Some(uuid)) = (status.agent_id.clone(), status.uuid.clone()) {
+            let ack = Call::acknowledge(self.framework_id(), agent, status.task_id.clone(), uuid);
+            self.client.call(&ack).await.unwrap();
+        }
+        status
+    }
+
+    async fn until_state(&mut self, task: &TaskId, state: TaskState) -> TaskStatus {
+        loop {
+            let s = self.update(task).await;
+            if s.state == state {
+                return s;
+            }
+            assert!(!s.state.is_terminal(), "{task} ended {:?}: {:?} (waiting for {state:?})", s.state, s.message);
+        }
+    }
+
+    async fn accept(&self, offer: &Offer, operation: Operation) {
+        let call = Call::accept(self.framework_id(), vec![offer.id.clone()], vec![operation], None);
+        self.client.call(&call).await.unwrap();
+    }
+
+    async fn kill(&self, task: &TaskId) {
+        self.client.call(&Call::kill(self.framework_id(), task.clone(), None)).await.unwrap();
+    }
+
+    async fn state(&self) -> serde_json::Value {
+        reqwest::get(format!("{}/master/state", self.offers.url())).await.unwrap().json().await.unwrap()
+    }
+
+    fn task(&self, offer: &Offer, name: &str, image: &str, shell: &str) -> TaskInfo {
+        let mut t = TaskInfo::new(name, &format!("{name}-{}", uuid::Uuid::new_v4().simple()), &offer.agent_id);
+        t.resources = vec![Resource::scalar("cpus", 0.2), Resource::scalar("mem", 128.0)];
+        t.command = Some(CommandInfo::shell(shell));
+        t.container = Some(ContainerInfo::docker(image));
+        t
+    }
+
+    fn objects(&self) -> Vec<String> {
+        let id = &self.agent.cleanup.as_ref().expect("an offer was received").agent_id;
+        support::owned_objects(id)
+    }
+
+    async fn wait_until_clean(&mut self) {
+        let docker = mpiswarm_agent::node::connect(None).await.unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = self.objects();
+            if left.is_empty() {
+                return;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "left behind: {left:?}");
+            support::wait_for_docker_event(&docker, Duration::from_secs(2)).await;
+        }
+    }
+}
+
+fn mpiswarm_offers_args(dir: &Path) -> mpiswarm_offers::OffersArgs {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: mpiswarm_offers::OffersArgs,
+    }
+    let dir = dir.to_str().unwrap();
+    Cli::parse_from(["offers", "--data-dir", dir, "--allocation-interval", "0.05", "--heartbeat-interval", "2"]).args
+}
+
+fn docker_info_cpus_and_mem_mib() -> (f64, f64) {
+    let out = Command::new("docker").args(["info", "--format", "{{.NCPU}} {{.MemTotal}}"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut parts = text.split_whitespace();
+    let cpus: f64 = parts.next().unwrap().parse().unwrap();
+    let mem: f64 = parts.next().unwrap().parse().unwrap();
+    (cpus, (mem / (1024.0 * 1024.0)).floor())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_registers_with_docker_resources_and_its_attributes() {
+    let mut w = World::start().await;
+    let offer = w.offer().await;
+    let state = w.state().await;
+    let agent = state["slaves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == offer.agent_id.value.as_str())
+        .expect("the agent is in /master/state")
+        .clone();
+    let (cpus, mem) = docker_info_cpus_and_mem_mib();
+    assert_eq!(agent["resources"]["cpus"].as_f64(), Some(cpus), "{agent}");
+    assert_eq!(agent["resources"]["mem"].as_f64(), Some(mem), "{agent}");
+    assert_eq!(agent["attributes"]["rack"], "r1");
+    assert_eq!(agent["attributes"]["zone"], "a");
+    assert!(agent["attributes"]["hostname"].as_str().is_some_and(|h| !h.is_empty()), "{agent}");
+    assert_eq!(w.agent.persisted_id(), offer.agent_id.value);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_framework_runs_sleep_in_the_rank_image_and_sees_running_then_finished() {
+    let mut w = World::start().await;
+    let offer = w.offer().await;
+    let task = w.task(&offer, "sleeper", RANK_IMAGE, "sleep 2");
+    let id = task.task_id.clone();
+    w.accept(&offer, Operation::launch(vec![task])).await;
+    w.until_state(&id, TaskState::Running).await;
+    let objects = w.objects();
+    assert_eq!(objects.iter().filter(|o| o.starts_with("service ")).count(), 1, "{objects:?}");
+    w.until_state(&id, TaskState::Finished).await;
+    w.wait_until_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_zero_exit_and_a_missing_image_both_fail_with_the_reason() {
+    let mut w = World::start().await;
+    let offer = w.offer().await;
+    let exit = w.task(&offer, "exit7", RANK_IMAGE, "exit 7");
+    let missing_image = "mpiswarm/not-built-here:1";
+    let missing = w.task(&offer, "missing", missing_image, "true");
+    let (exit_id, missing_id) = (exit.task_id.clone(), missing.task_id.clone());
+    w.accept(&offer, Operation::launch(vec![exit, missing])).await;
+    let failed = w.until_state(&exit_id, TaskState::Failed).await;
+    assert!(failed.message.as_deref().unwrap().contains("exited with code 7"), "{:?}", failed.message);
+    assert_eq!(failed.labels.unwrap().get("mpiswarm.io/exit-code"), Some("7"));
+    let failed = w.until_state(&missing_id, TaskState::Failed).await;
+    assert!(failed.message.as_deref().unwrap().contains(missing_image), "{:?}", failed.message);
+    w.wait_until_clean().await;
+}
+
+fn ssh_key() -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("id");
+    let ok = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&path)
+        .status()
+        .expect("ssh-keygen (openssh-client) must be installed")
+        .success();
+    assert!(ok);
+    std::fs::read(path).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mpi_pi_over_ssh_between_a_launcher_and_a_worker_launched_as_a_group() {
+    let mut w = World::start().await;
+    let offer = w.offer().await;
+    let network = format!("mpiswarm-test-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let key = base64::engine::general_purpose::STANDARD.encode(ssh_key());
+    let hostfile = base64::engine::general_purpose::STANDARD.encode("worker-0 slots=2\nlauncher slots=1\n");
+    let mut tasks = Vec::new();
+    for (name, command) in [
+        ("worker-0", "mpiswarm-rank worker".to_owned()),
+        ("launcher", "mpiswarm-rank launcher mpirun --hostfile /etc/mpi/hostfile -np 3 pi 3000000".to_owned()),
+    ] {
+        let mut t = w.task(&offer, name, RANK_IMAGE, &command);
+        let c = t.container.as_mut().unwrap();
+        c.network_infos = vec![NetworkInfo { name: Some(network.clone()), ..NetworkInfo::default() }];
+        c.volumes = vec![Volume {
+            mode: VolumeMode::Ro,
+            container_path: "/run/secrets/mpiswarm-ssh-key".into(),
+            host_path: None,
+            source: Some(serde_json::json!({"type":"SECRET","secret":{"type":"VALUE","value":{"data": key}}})),
+        }];
+        t.command.as_mut().unwrap().uris = vec![CommandUri {
+            value: format!("data:text/plain;base64,{hostfile}"),
+            executable: None,
+            extract: None,
+            cache: None,
+            output_file: Some("/etc/mpi/hostfile".into()),
+        }];
+        tasks.push(t);
+    }
+    let (worker, launcher) = (tasks[0].task_id.clone(), tasks[1].task_id.clone());
+    let executor = ExecutorInfo::default_executor(&format!("{network}-exec"));
+    w.accept(&offer, Operation::launch_group(executor, TaskGroupInfo { tasks })).await;
+    w.until_state(&worker, TaskState::Running).await;
+    let objects = w.objects();
+    for kind in ["network", "secret", "config"] {
+        assert!(objects.iter().any(|o| o.starts_with(kind)), "no {kind} while running: {objects:?}");
+    }
+    let done = w.until_state(&launcher, TaskState::Finished).await;
+    let output = done.message.unwrap();
+    assert!(output.contains("ranks: 3"), "{output}");
+    assert!(output.contains("on worker-0") && output.contains("on launcher"), "{output}");
+    let pi: f64 = output.lines().find_map(|l| l.trim().strip_prefix("pi: ")).expect("a pi line").parse().unwrap();
+    assert!((pi - std::f64::consts::PI).abs() < 0.01, "pi = {pi}");
+    w.kill(&worker).await;
+    w.until_state(&worker, TaskState::Killed).await;
+    w.wait_until_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_and_restart_the_task_keeps_running_is_re_reported_and_finishes() {
+    let mut w = World::start().await;
+    let offer = w.offer().await;
+    let agent_id = offer.agent_id.value.clone();
+    let task = w.task(&offer, "survivor", RANK_IMAGE, "sleep 12");
+    let id = task.task_id.clone();
+    w.accept(&offer, Operation::launch(vec![task])).await;
+    w.until_state(&id, TaskState::Running).await;
+    let container = |id: &TaskId| {
+        let out = Command::new("docker")
+            .args(["ps", "-q", "--filter", &format!("label=mpiswarm.io/task-id={}", id.value)])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let before = container(&id);
+    assert!(!before.is_empty());
+
+    w.agent.crash_and_restart();
+    // The restarted agent registers with the same id; reconciliation answers RUNNING.
+    loop {
+        let state = w.state().await;
+        let active =
+            state["slaves"].as_array().unwrap().iter().any(|a| a["id"] == agent_id.as_str() && a["active"] == true);
+        if active {
+            break;
+        }
+        support::wait_for_docker_event(&mpiswarm_agent::node::connect(None).await.unwrap(), Duration::from_millis(500))
+            .await;
+    }
+    assert_eq!(w.agent.persisted_id(), agent_id);
+    let reconcile = Call::reconcile(w.framework_id(), vec![]);
+    w.client.call(&reconcile).await.unwrap();
+    let s = w.update(&id).await;
+    assert_eq!(s.state, TaskState::Running, "{:?}", s.message);
+    assert_eq!(container(&id), before, "the container was not touched");
+    w.until_state(&id, TaskState::Finished).await;
+    w.wait_until_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_task_infos_are_refused_with_a_clear_message_and_the_agent_keeps_serving() {
+    let mut w = World::start().await;
+    let offer = w.offer().await;
+    let mut no_container = w.task(&offer, "nocontainer", RANK_IMAGE, "true");
+    no_container.container = None;
+    let mut driver = w.task(&offer, "driver", RANK_IMAGE, "true");
+    driver.container.as_mut().unwrap().network_infos = vec![NetworkInfo {
+        name: Some("mpiswarm-test-bad".into()),
+        labels: Some(mpiswarm_mesos::Labels::from_pairs([("mpiswarm.io/network-driver", "weave")])),
+        ..NetworkInfo::default()
+    }];
+    let mut negative = w.task(&offer, "negative", RANK_IMAGE, "true");
+    negative.resources = vec![Resource::scalar("cpus", -1.0), Resource::scalar("mem", 64.0)];
+    let good = w.task(&offer, "good", RANK_IMAGE, "true");
+    let ids: Vec<TaskId> = [&no_container, &driver, &negative, &good].iter().map(|t| t.task_id.clone()).collect();
+    w.accept(&offer, Operation::launch(vec![no_container, driver, negative, good])).await;
+    for (id, expected) in ids.iter().zip(["no container", "unknown network driver 'weave'", "-1"]) {
+        let s = w.update(id).await;
+        assert!(matches!(s.state, TaskState::Error | TaskState::Failed), "{id}: {:?} {:?}", s.state, s.message);
+        let message = s.message.unwrap_or_default();
+        assert!(message.contains(expected), "{id}: expected '{expected}' in: {message}");
+    }
+    // The good task of the same ACCEPT still runs to completion.
+    w.until_state(&ids[3], TaskState::Finished).await;
+    w.wait_until_clean().await;
+}
