@@ -26,6 +26,7 @@
 
 pub mod auto;
 mod capacity;
+mod cluster;
 mod demand;
 mod engine;
 mod pack;
@@ -37,6 +38,7 @@ mod unfit;
 
 pub use auto::{AppliedPolicy, Rule, decide};
 pub use capacity::{AgentCapacity, FreeResources};
+pub use cluster::Cluster;
 pub use demand::{DEFAULT_LAUNCHER, JobDemand, Policy, Profile, Resources};
 pub use placement::{LauncherAssignment, NodeAssignment, Placement};
 pub use queue::{Backfill, QueuedJob, Round, RoundOptions, Started, WaitReason, Waiting, queue_round};
@@ -49,7 +51,7 @@ pub fn place(job: &JobDemand, offers: &[AgentCapacity]) -> Result<Placement, Unf
 }
 
 /// Places one job, letting `scorer` break the ties the policy leaves open.
+/// To place several jobs against the same offers, build a [`Cluster`] once.
 pub fn place_with(job: &JobDemand, offers: &[AgentCapacity], scorer: &dyn Scorer) -> Result<Placement, Unfit> {
-    let ledger = capacity::Ledger::new(offers, scorer.locality_key());
-    engine::place_on(job, &ledger, scorer).map(|placed| placed.placement)
+    Cluster::new(offers, scorer).place(job)
 }

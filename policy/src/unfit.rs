@@ -47,8 +47,13 @@ pub(crate) fn amount(milli: Milli) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
+/// `1 cpu`, `0.5 cpus`, `16 cpus`.
+fn cpus(milli: Milli) -> String {
+    if milli == 1000 { "1 cpu".to_owned() } else { format!("{} cpus", amount(milli)) }
+}
+
 fn describe(v: &Vector) -> String {
-    let mut s = format!("{} cpus, {} MiB", amount(v.cpus), amount(v.mem));
+    let mut s = format!("{}, {} MiB", cpus(v.cpus), amount(v.mem));
     if v.net > 0 {
         s.push_str(&format!(", {} Mbit/s", amount(v.net)));
     }

@@ -67,8 +67,8 @@ impl Job {
         let cpus = a.cpus.checked_sub(lc)?;
         let mem = a.mem.checked_sub(lm)?;
         let mut n = cpus / self.cpus;
-        if self.mem > 0 {
-            n = n.min(mem / self.mem);
+        if let Some(fit) = mem.checked_div(self.mem) {
+            n = n.min(fit);
         }
         if let (Some(net), true) = (a.net, self.net > 0) {
             n = n.min(net / self.net);
@@ -188,6 +188,30 @@ fn brute_force_fewest_nodes(job: &Job, agents: &[Agent]) -> Option<usize> {
     }
 }
 
+/// The fewest nodes any placement needs, computed the slow, obvious way: for
+/// each possible launcher node, add the roomiest other agents until the
+/// ranks fit. `None` when no launcher node works.
+fn fewest_nodes_model(job: &Job, agents: &[Agent]) -> Option<usize> {
+    (0..agents.len())
+        .filter_map(|l| {
+            let lead = job.room(&agents[l], true).filter(|&r| r >= 1)?;
+            let mut others: Vec<u32> =
+                (0..agents.len()).filter(|&i| i != l).filter_map(|i| job.room(&agents[i], false)).collect();
+            others.sort_unstable_by(|a, b| b.cmp(a));
+            let mut have = lead;
+            let mut used = 1;
+            for room in others {
+                if have >= job.ranks {
+                    break;
+                }
+                have += room;
+                used += 1;
+            }
+            (have >= job.ranks).then_some(used)
+        })
+        .min()
+}
+
 fn agents_with_room(job: &Job, agents: &[Agent]) -> usize {
     agents.iter().filter(|a| job.room(a, false).is_some_and(|r| r >= 1)).count()
 }
@@ -227,6 +251,24 @@ proptest! {
     }
 
     #[test]
+    fn pack_uses_the_fewest_nodes_on_clusters_larger_than_its_first_search(
+        agents in prop::collection::vec(agent(), 60..200),
+        job in job(300),
+    ) {
+        let job = job.with_policy(Policy::Pack);
+        let result = place(&job.demand(), &offers(&agents));
+        match (&result, fewest_nodes_model(&job, &agents)) {
+            (Ok(p), Some(fewest)) => {
+                holds(&job, &agents, p)?;
+                prop_assert_eq!(p.nodes.len(), fewest, "pack {:?} is not minimal", p.shape());
+            }
+            (Err(_), None) => {}
+            (Ok(p), None) => prop_assert!(false, "placed {:?} where the model finds nothing", p.shape()),
+            (Err(u), Some(n)) => prop_assert!(false, "unfit ({}) but {} nodes would do", u.reason, n),
+        }
+    }
+
+    #[test]
     fn pack_never_uses_more_nodes_than_spread(
         agents in prop::collection::vec(agent(), 0..12),
         job in job(24),
@@ -243,8 +285,8 @@ proptest! {
 
     #[test]
     fn spread_uses_every_agent_it_can_and_levels_ranks_where_capacity_allows(
-        agents in prop::collection::vec(agent(), 0..12),
-        job in job(24),
+        agents in prop::collection::vec(agent(), 0..120),
+        job in job(200),
     ) {
         let job = job.with_policy(Policy::Spread);
         if let Ok(p) = place(&job.demand(), &offers(&agents)) {

@@ -2,8 +2,8 @@
 //! pins down. A failing run lists every failing sentence, not just the first.
 
 use mpiswarm_policy::{
-    AgentCapacity, AppliedPolicy, FreeResources, JobDemand, Placement, Policy, Profile, Resources, Rule, Unfit,
-    UnfitKind, place,
+    AgentCapacity, AppliedPolicy, Cluster, FreeResources, JobDemand, Placement, Policy, Profile, Resources, Rule,
+    TopologyScorer, Unfit, UnfitKind, place,
 };
 
 fn node(i: usize, cpus: f64, mem: f64) -> AgentCapacity {
@@ -102,6 +102,13 @@ fn gang_holds(job: &JobDemand, result: &Result<Placement, Unfit>) -> Result<(), 
     Ok(())
 }
 
+/// A prepared [`Cluster`] must answer exactly as `place` does.
+fn same_on_a_prepared_cluster(case: &Case, result: &Result<Placement, Unfit>) -> Result<(), String> {
+    let scorer = TopologyScorer::default();
+    let prepared = Cluster::new(&case.cluster, &scorer).place(&case.job);
+    (&prepared == result).then_some(()).ok_or(format!("prepared cluster answered {prepared:?}"))
+}
+
 fn cases() -> Vec<Case> {
     use Check::*;
     vec![
@@ -150,7 +157,10 @@ fn cases() -> Vec<Case> {
             cluster: nodes(4, 16.0, 16384.0),
             checks: vec![
                 Unfit(UnfitKind::Fragmented),
-                UnfitReasonContains("can host at most 4 with maxRanksPerNode 1"),
+                UnfitReasonIs(
+                    "needs 8 ranks of 1 cpu, 512 MiB each, plus the launcher (0.1 cpus, 64 MiB) on the first node; \
+                     the 4 agents with room for a rank can host at most 4 with maxRanksPerNode 1",
+                ),
             ],
         },
         Case {
@@ -215,7 +225,7 @@ fn cases() -> Vec<Case> {
             cluster: nodes(5, 0.9, 8192.0),
             checks: vec![
                 Unfit(UnfitKind::Fragmented),
-                UnfitReasonIs("no agent has room for one rank (1 cpus, 512 MiB); 5 agents offer less each"),
+                UnfitReasonIs("no agent has room for one rank (1 cpu, 512 MiB); 5 agents offer less each"),
             ],
         },
         Case {
@@ -224,7 +234,7 @@ fn cases() -> Vec<Case> {
             cluster: nodes(4, 1.0, 8192.0),
             checks: vec![
                 Unfit(UnfitKind::NoRoomForLauncher),
-                UnfitReasonContains("room for the launcher (0.1 cpus, 64 MiB) next to a rank (1 cpus, 512 MiB)"),
+                UnfitReasonContains("room for the launcher (0.1 cpus, 64 MiB) next to a rank (1 cpu, 512 MiB)"),
             ],
         },
         Case {
@@ -349,7 +359,7 @@ fn placement_scenarios() {
             .checks
             .iter()
             .map(|c| check(&result, c))
-            .chain([gang_holds(&case.job, &result)])
+            .chain([gang_holds(&case.job, &result), same_on_a_prepared_cluster(case, &result)])
             .filter_map(Result::err)
             .collect();
         if problems.is_empty() {
