@@ -3,9 +3,10 @@
 //! same cycle do not redo that work. Read-only: it never books capacity (a
 //! queue round does that, see [`crate::queue_round`]).
 
-use crate::capacity::{AgentCapacity, Ledger};
+use crate::capacity::AgentCapacity;
 use crate::demand::JobDemand;
 use crate::engine::place_on;
+use crate::ledger::Ledger;
 use crate::placement::Placement;
 use crate::score::Scorer;
 use crate::unfit::Unfit;

@@ -5,8 +5,10 @@
 use std::cmp::{Ordering, Reverse};
 
 use crate::auto::{self, AppliedPolicy, Rule};
-use crate::capacity::{Candidate, Ledger, Vector, candidates, score_bits};
+use crate::candidate::{Candidate, candidates, score_bits};
+use crate::capacity::Vector;
 use crate::demand::JobDemand;
+use crate::ledger::Ledger;
 use crate::pack::{Assignment, pack};
 use crate::placement::{LauncherAssignment, NodeAssignment, Placement};
 use crate::score::Scorer;

@@ -25,10 +25,12 @@
 //! ```
 
 pub mod auto;
+mod candidate;
 mod capacity;
 mod cluster;
 mod demand;
 mod engine;
+mod ledger;
 mod pack;
 mod placement;
 mod queue;

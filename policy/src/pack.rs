@@ -5,7 +5,7 @@
 
 use std::cmp::Reverse;
 
-use crate::capacity::{Candidate, sort_head};
+use crate::candidate::{Candidate, sort_head};
 
 /// Where a strategy puts ranks: `(candidate index, ranks)`, the launcher node
 /// first, every entry with at least one rank.
@@ -127,23 +127,12 @@ fn best_fit_leader(cands: &[Candidate], current: usize, placed: &[(usize, u32)],
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::candidate::test_candidates;
 
     /// `(agent, ranks)` of packing `ranks` onto candidates given as
     /// `(cap, cap_with_launcher)`, agent number = position.
     fn packed(spec: &[(u32, u32)], ranks: u32) -> Option<Vec<(usize, u32)>> {
-        let mut cands: Vec<Candidate> = spec
-            .iter()
-            .enumerate()
-            .map(|(agent, &(cap, cap_with_launcher))| Candidate {
-                agent,
-                cap,
-                cap_with_launcher,
-                launcher_fits: true,
-                group: 0,
-                group_weight: 0,
-                score: 0,
-            })
-            .collect();
+        let mut cands = test_candidates(spec);
         let a = pack(&mut cands, ranks)?;
         Some(a.nodes.iter().map(|&(i, r)| (cands[i].agent, r)).collect())
     }

@@ -19,9 +19,10 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::capacity::{AgentCapacity, Ledger};
+use crate::capacity::AgentCapacity;
 use crate::demand::JobDemand;
 use crate::engine::place_on;
+use crate::ledger::Ledger;
 use crate::placement::Placement;
 use crate::score::Scorer;
 use crate::unfit::{Unfit, UnfitKind};

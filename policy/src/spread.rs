@@ -4,7 +4,7 @@
 
 use std::cmp::Reverse;
 
-use crate::capacity::{Candidate, sort_head};
+use crate::candidate::{Candidate, sort_head};
 use crate::pack::Assignment;
 
 /// Spreads `ranks` over `cands`. `None` when they cannot host the gang.
@@ -81,23 +81,12 @@ fn leader(cands: &[Candidate]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::candidate::test_candidates;
 
     /// Ranks per agent of spreading `ranks` over candidates given as
     /// `(cap, cap_with_launcher)`, agent number = position.
     fn spread_over(spec: &[(u32, u32)], ranks: u32) -> Option<Vec<(usize, u32)>> {
-        let mut cands: Vec<Candidate> = spec
-            .iter()
-            .enumerate()
-            .map(|(agent, &(cap, cap_with_launcher))| Candidate {
-                agent,
-                cap,
-                cap_with_launcher,
-                launcher_fits: true,
-                group: 0,
-                group_weight: 0,
-                score: 0,
-            })
-            .collect();
+        let mut cands = test_candidates(spec);
         let a = spread(&mut cands, ranks)?;
         Some(a.nodes.iter().map(|&(i, r)| (cands[i].agent, r)).collect())
     }

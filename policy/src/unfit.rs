@@ -5,8 +5,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::auto::Rule;
-use crate::capacity::{Candidate, Ledger, Milli, UNLIMITED, Vector, from_milli};
+use crate::candidate::Candidate;
+use crate::capacity::{Milli, UNLIMITED, Vector, from_milli};
 use crate::demand::JobDemand;
+use crate::ledger::Ledger;
 
 /// What kind of obstacle stopped the job; stable for metrics and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
