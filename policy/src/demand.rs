@@ -58,7 +58,7 @@ impl fmt::Display for Profile {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Policy {
-    /// Let the profile decide (see [`crate::auto`]).
+    /// Let the profile decide (see [`decide`](crate::decide)).
     #[default]
     Auto,
     /// Fewest nodes, fullest first.

@@ -2,6 +2,7 @@
 //! merged by agent id, bad offers left out with a reason, locality groups
 //! numbered. A queue round books placements against it; nothing else
 //! mutates it.
+
 use std::collections::hash_map::Entry;
 
 use rustc_hash::FxHashMap;

@@ -24,7 +24,7 @@
 //! assert_eq!(placement.shape(), vec![4, 4]);
 //! ```
 
-pub mod auto;
+mod auto;
 mod candidate;
 mod capacity;
 mod cluster;
