@@ -321,7 +321,7 @@ proptest! {
     }
 
     #[test]
-    fn a_queue_round_never_double_books(
+    fn a_queue_round_never_double_books_and_keeps_fifo_within_a_role(
         agents in prop::collection::vec(agent(), 1..10),
         jobs in prop::collection::vec((job(12), 0i64..100, 0u8..2), 1..10),
         backfill in any::<bool>(),
@@ -342,6 +342,24 @@ proptest! {
         };
         let round = queue_round(&queue, &offers(&agents), &options, &TopologyScorer::default());
         prop_assert_eq!(round.started.len() + round.waiting.len(), queue.len());
+        if !backfill {
+            // Strict FIFO within a role: nothing starts behind a valid job that waits.
+            let by_id: HashMap<&str, &QueuedJob> = queue.iter().map(|q| (q.id.as_str(), q)).collect();
+            for w in &round.waiting {
+                let waiting = by_id[w.job_id.as_str()];
+                if waiting.demand.validate().is_err() {
+                    continue;
+                }
+                for s in &round.started {
+                    let started = by_id[s.job_id.as_str()];
+                    let later = (started.created_at, &started.id) > (waiting.created_at, &waiting.id);
+                    prop_assert!(
+                        started.role != waiting.role || !later,
+                        "{} started ahead of the older {} in role {}", started.id, waiting.id, started.role
+                    );
+                }
+            }
+        }
         // Sum what every started job takes from each agent, in the integer model.
         let mut used: HashMap<usize, (u32, u32, u32)> = HashMap::new();
         for s in &round.started {
