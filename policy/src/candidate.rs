@@ -114,3 +114,34 @@ pub(crate) fn test_candidates(spec: &[(u32, u32)]) -> Vec<Candidate> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[test]
+    fn score_bits_sort_like_the_scores() {
+        let scores = [f64::NEG_INFINITY, -1e9, -1.5, -0.0, 0.0, 1e-9, 2.0, 1e12, f64::INFINITY];
+        for pair in scores.windows(2) {
+            assert!(score_bits(pair[0]) <= score_bits(pair[1]), "{} vs {}", pair[0], pair[1]);
+        }
+        assert!(score_bits(-1.0) < score_bits(1.0));
+    }
+
+    proptest! {
+        #[test]
+        fn sort_head_puts_exactly_the_sorted_prefix_first(
+            spec in prop::collection::vec((1u32..20, 0u32..20), 0..200),
+            m in 0usize..220,
+        ) {
+            let mut cands = test_candidates(&spec.iter().map(|&(c, l)| (c, l.min(c))).collect::<Vec<_>>());
+            let mut full = cands.clone();
+            full.sort_unstable_by_key(Candidate::key);
+            sort_head(&mut cands, m);
+            let m = m.min(full.len());
+            prop_assert_eq!(&cands[..m], &full[..m]);
+        }
+    }
+}

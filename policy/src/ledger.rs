@@ -104,3 +104,42 @@ impl<'a> Ledger<'a> {
         self.agents.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capacity::FreeResources;
+
+    fn agent(id: &str, rack: Option<&str>) -> AgentCapacity {
+        let a = AgentCapacity::new(id, id, FreeResources::new(2.0, 1024.0));
+        match rack {
+            Some(r) => a.with_attribute("rack", r),
+            None => a,
+        }
+    }
+
+    #[test]
+    fn agents_of_one_rack_share_a_group_and_unknown_racks_share_nothing() {
+        let offers = [
+            agent("a", Some("r1")),
+            agent("b", None),
+            agent("c", Some("r2")),
+            agent("d", Some("r1")),
+            agent("e", None),
+        ];
+        let ledger = Ledger::new(&offers, Some("rack"));
+        assert_eq!(ledger.group, vec![0, 1, 2, 0, 3]);
+        assert_eq!(ledger.groups, 4);
+    }
+
+    #[test]
+    fn offers_of_one_agent_add_up_and_bad_ones_are_named() {
+        let mut bad = agent("x", None);
+        bad.free.memory_mib = -1.0;
+        let offers = [agent("a", None), bad, agent("a", None)];
+        let ledger = Ledger::new(&offers, None);
+        assert_eq!(ledger.len(), 1);
+        assert_eq!(ledger.free[0], Vector { cpus: 4000, mem: 2_048_000, net: UNLIMITED });
+        assert_eq!(ledger.ignored, vec!["agent x offers memory MiB = -1".to_owned()]);
+    }
+}
