@@ -119,21 +119,22 @@ pub fn network_request(network: &NetworkPlan, agent_id: &str) -> NetworkCreateRe
 }
 
 pub fn secret_spec(file: &FilePlan, agent_id: &str) -> SecretSpec {
-    SecretSpec {
-        name: Some(file.object_name.clone()),
-        labels: Some(file_labels(file, agent_id)),
-        data: Some(base64::engine::general_purpose::STANDARD.encode(&file.data)),
-        ..Default::default()
-    }
+    let (name, labels, data) = file_object(file, agent_id);
+    SecretSpec { name, labels, data, ..Default::default() }
 }
 
 pub fn config_spec(file: &FilePlan, agent_id: &str) -> ConfigSpec {
-    ConfigSpec {
-        name: Some(file.object_name.clone()),
-        labels: Some(file_labels(file, agent_id)),
-        data: Some(base64::engine::general_purpose::STANDARD.encode(&file.data)),
-        ..Default::default()
-    }
+    let (name, labels, data) = file_object(file, agent_id);
+    ConfigSpec { name, labels, data, ..Default::default() }
+}
+
+type FileObject = (Option<String>, Option<HashMap<String, String>>, Option<String>);
+
+/// Name, labels and base64 data, the same for a secret and a config.
+fn file_object(file: &FilePlan, agent_id: &str) -> FileObject {
+    let mut labels = owner_labels(agent_id);
+    labels.insert(format!("{}target", labels::PREFIX), file.target.clone());
+    (Some(file.object_name.clone()), Some(labels), Some(base64::engine::general_purpose::STANDARD.encode(&file.data)))
 }
 
 fn owner_labels(agent_id: &str) -> HashMap<String, String> {
@@ -141,12 +142,6 @@ fn owner_labels(agent_id: &str) -> HashMap<String, String> {
         (labels::MANAGED_BY.to_owned(), labels::MANAGED_BY_VALUE.to_owned()),
         (labels::AGENT_ID.to_owned(), agent_id.to_owned()),
     ])
-}
-
-fn file_labels(file: &FilePlan, agent_id: &str) -> HashMap<String, String> {
-    let mut l = owner_labels(agent_id);
-    l.insert(format!("{}target", labels::PREFIX), file.target.clone());
-    l
 }
 
 #[cfg(test)]

@@ -91,6 +91,68 @@ fn name_filter(name: &str) -> Option<HashMap<String, Vec<String>>> {
     Some(HashMap::from([("name".to_owned(), vec![name.to_owned()])]))
 }
 
+impl DockerSwarm {
+    async fn list(
+        &self,
+        kind: ObjectKind,
+        filters: Option<HashMap<String, Vec<String>>>,
+    ) -> Result<Vec<Owned>, SwarmError> {
+        let operation = format!("list {kind:?}s");
+        Ok(match kind {
+            ObjectKind::Network => self
+                .docker
+                .list_networks(Some(ListNetworksOptions { filters }))
+                .await
+                .map_err(SwarmError::docker(operation))?
+                .into_iter()
+                .map(|n| Owned { id: n.id.unwrap_or_default(), name: n.name.unwrap_or_default() })
+                .collect(),
+            ObjectKind::Secret => self
+                .docker
+                .list_secrets(Some(ListSecretsOptions { filters }))
+                .await
+                .map_err(SwarmError::docker(operation))?
+                .into_iter()
+                .map(|s| Owned { id: s.id.unwrap_or_default(), name: s.spec.and_then(|s| s.name).unwrap_or_default() })
+                .collect(),
+            ObjectKind::Config => self
+                .docker
+                .list_configs(Some(ListConfigsOptions { filters }))
+                .await
+                .map_err(SwarmError::docker(operation))?
+                .into_iter()
+                .map(|c| Owned { id: c.id.unwrap_or_default(), name: c.spec.and_then(|s| s.name).unwrap_or_default() })
+                .collect(),
+        })
+    }
+
+    /// The id of the object of `kind` named exactly `name` (the API's name
+    /// filter matches substrings).
+    async fn find(&self, kind: ObjectKind, name: &str) -> Result<Option<String>, SwarmError> {
+        Ok(self.list(kind, name_filter(name)).await?.into_iter().find(|o| o.name == name).map(|o| o.id))
+    }
+
+    /// Returns the id of `name`, running `create` only if it does not exist;
+    /// a concurrent creation (409) counts as success.
+    async fn ensure_object(
+        &self,
+        kind: ObjectKind,
+        name: &str,
+        create: impl Future<Output = Result<bollard::models::IdResponse, bollard::errors::Error>>,
+    ) -> Result<String, SwarmError> {
+        if let Some(id) = self.find(kind, name).await? {
+            return Ok(id);
+        }
+        match create.await {
+            Ok(r) => Ok(r.id),
+            Err(e) if is_status(&e, 409) => {
+                self.find(kind, name).await?.ok_or_else(|| SwarmError::docker(format!("create {kind:?} {name}"))(e))
+            }
+            Err(e) => Err(SwarmError::docker(format!("create {kind:?} {name}"))(e)),
+        }
+    }
+}
+
 impl Swarm for DockerSwarm {
     async fn ensure_network(&self, request: NetworkCreateRequest) -> Result<(), SwarmError> {
         let name = request.name.clone();
@@ -118,56 +180,12 @@ impl Swarm for DockerSwarm {
 
     async fn ensure_secret(&self, spec: SecretSpec) -> Result<String, SwarmError> {
         let name = spec.name.clone().unwrap_or_default();
-        let find = || async {
-            let found = self
-                .docker
-                .list_secrets(Some(ListSecretsOptions { filters: name_filter(&name) }))
-                .await
-                .map_err(SwarmError::docker(format!("list secrets named {name}")))?;
-            Ok::<_, SwarmError>(
-                found
-                    .into_iter()
-                    .find(|s| s.spec.as_ref().and_then(|s| s.name.as_deref()) == Some(name.as_str()))
-                    .and_then(|s| s.id),
-            )
-        };
-        if let Some(id) = find().await? {
-            return Ok(id);
-        }
-        match self.docker.create_secret(spec).await {
-            Ok(r) => Ok(r.id),
-            Err(e) if is_status(&e, 409) => {
-                find().await?.ok_or_else(|| SwarmError::docker(format!("create secret {name}"))(e))
-            }
-            Err(e) => Err(SwarmError::docker(format!("create secret {name}"))(e)),
-        }
+        self.ensure_object(ObjectKind::Secret, &name, self.docker.create_secret(spec)).await
     }
 
     async fn ensure_config(&self, spec: ConfigSpec) -> Result<String, SwarmError> {
         let name = spec.name.clone().unwrap_or_default();
-        let find = || async {
-            let found = self
-                .docker
-                .list_configs(Some(ListConfigsOptions { filters: name_filter(&name) }))
-                .await
-                .map_err(SwarmError::docker(format!("list configs named {name}")))?;
-            Ok::<_, SwarmError>(
-                found
-                    .into_iter()
-                    .find(|c| c.spec.as_ref().and_then(|s| s.name.as_deref()) == Some(name.as_str()))
-                    .and_then(|c| c.id),
-            )
-        };
-        if let Some(id) = find().await? {
-            return Ok(id);
-        }
-        match self.docker.create_config(spec).await {
-            Ok(r) => Ok(r.id),
-            Err(e) if is_status(&e, 409) => {
-                find().await?.ok_or_else(|| SwarmError::docker(format!("create config {name}"))(e))
-            }
-            Err(e) => Err(SwarmError::docker(format!("create config {name}"))(e)),
-        }
+        self.ensure_object(ObjectKind::Config, &name, self.docker.create_config(spec)).await
     }
 
     async fn create_service(&self, spec: ServiceSpec) -> Result<String, SwarmError> {
@@ -210,33 +228,7 @@ impl Swarm for DockerSwarm {
     }
 
     async fn owned(&self, kind: ObjectKind, agent_id: &str) -> Result<Vec<Owned>, SwarmError> {
-        let filters = label_filter(agent_id);
-        Ok(match kind {
-            ObjectKind::Network => self
-                .docker
-                .list_networks(Some(ListNetworksOptions { filters }))
-                .await
-                .map_err(SwarmError::docker("list networks"))?
-                .into_iter()
-                .map(|n| Owned { id: n.id.unwrap_or_default(), name: n.name.unwrap_or_default() })
-                .collect(),
-            ObjectKind::Secret => self
-                .docker
-                .list_secrets(Some(ListSecretsOptions { filters }))
-                .await
-                .map_err(SwarmError::docker("list secrets"))?
-                .into_iter()
-                .map(|s| Owned { id: s.id.unwrap_or_default(), name: s.spec.and_then(|s| s.name).unwrap_or_default() })
-                .collect(),
-            ObjectKind::Config => self
-                .docker
-                .list_configs(Some(ListConfigsOptions { filters }))
-                .await
-                .map_err(SwarmError::docker("list configs"))?
-                .into_iter()
-                .map(|c| Owned { id: c.id.unwrap_or_default(), name: c.spec.and_then(|s| s.name).unwrap_or_default() })
-                .collect(),
-        })
+        self.list(kind, label_filter(agent_id)).await
     }
 
     async fn remove(&self, kind: ObjectKind, id: &str) -> Result<(), SwarmError> {

@@ -5,10 +5,9 @@
 
 mod support;
 
-use base64::Engine as _;
-use mpiswarm_mesos::task::{CommandUri, NetworkInfo, Volume, VolumeMode};
+use mpiswarm_mesos::task::NetworkInfo;
 use mpiswarm_mesos::{Labels, Reason, Resource, TaskState};
-use support::{RANK_IMAGE, harness};
+use support::{RANK_IMAGE, config_uri, harness, secret_volume, ssh_key};
 
 fn service_constraints(name: &str) -> String {
     let out = std::process::Command::new("docker")
@@ -95,28 +94,6 @@ async fn bad_task_infos_are_refused_with_task_error_and_the_agent_keeps_serving(
     h.launch(vec![good]).await;
     h.wait_for(&id, TaskState::Finished).await;
     h.wait_until_clean().await;
-}
-
-fn secret_volume(path: &str, data: &[u8]) -> Volume {
-    Volume {
-        mode: VolumeMode::Ro,
-        container_path: path.to_owned(),
-        host_path: None,
-        source: Some(serde_json::json!({
-            "type": "SECRET",
-            "secret": {"type": "VALUE", "value": {"data": base64::engine::general_purpose::STANDARD.encode(data)}}
-        })),
-    }
-}
-
-fn config_uri(path: &str, data: &[u8]) -> CommandUri {
-    CommandUri {
-        value: format!("data:text/plain;base64,{}", base64::engine::general_purpose::STANDARD.encode(data)),
-        executable: None,
-        extract: None,
-        cache: None,
-        output_file: Some(path.to_owned()),
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -208,18 +185,6 @@ async fn mpi_pi_runs_over_ssh_between_a_launcher_and_a_worker_service() {
     h.agent.kill_task(&h.framework_id.clone(), &worker).await;
     h.wait_for(&worker, TaskState::Killed).await;
     h.wait_until_clean().await;
-}
-
-fn ssh_key() -> Vec<u8> {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("id");
-    let status = std::process::Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-        .arg(&path)
-        .status()
-        .expect("ssh-keygen (openssh-client) must be installed");
-    assert!(status.success());
-    std::fs::read(path).unwrap()
 }
 
 fn containers_of(task_id: &str) -> Vec<String> {

@@ -8,11 +8,10 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use base64::Engine as _;
 use futures::StreamExt;
 use mpiswarm_mesos::client::{EventStream, SchedulerClient};
 use mpiswarm_mesos::scheduler::{Call, Event, EventType};
-use mpiswarm_mesos::task::{CommandUri, ContainerInfo, NetworkInfo, Volume, VolumeMode};
+use mpiswarm_mesos::task::{ContainerInfo, NetworkInfo};
 use mpiswarm_mesos::{
     CommandInfo, ExecutorInfo, FrameworkInfo, Offer, Operation, Resource, TaskGroupInfo, TaskId, TaskInfo, TaskState,
     TaskStatus,
@@ -281,26 +280,13 @@ async fn a_non_zero_exit_and_a_missing_image_both_fail_with_the_reason() {
     w.wait_until_clean().await;
 }
 
-fn ssh_key() -> Vec<u8> {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("id");
-    let ok = Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-        .arg(&path)
-        .status()
-        .expect("ssh-keygen (openssh-client) must be installed")
-        .success();
-    assert!(ok);
-    std::fs::read(path).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mpi_pi_over_ssh_between_a_launcher_and_a_worker_launched_as_a_group() {
     let mut w = World::start().await;
     let offer = w.offer().await;
     let network = format!("mpiswarm-test-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    let key = base64::engine::general_purpose::STANDARD.encode(ssh_key());
-    let hostfile = base64::engine::general_purpose::STANDARD.encode("worker-0 slots=2\nlauncher slots=1\n");
+    let key = support::ssh_key();
+    let hostfile = b"worker-0 slots=2\nlauncher slots=1\n";
     let mut tasks = Vec::new();
     for (name, command) in [
         ("worker-0", "mpiswarm-rank worker".to_owned()),
@@ -309,19 +295,8 @@ async fn mpi_pi_over_ssh_between_a_launcher_and_a_worker_launched_as_a_group() {
         let mut t = w.task(&offer, name, RANK_IMAGE, &command);
         let c = t.container.as_mut().unwrap();
         c.network_infos = vec![NetworkInfo { name: Some(network.clone()), ..NetworkInfo::default() }];
-        c.volumes = vec![Volume {
-            mode: VolumeMode::Ro,
-            container_path: "/run/secrets/mpiswarm-ssh-key".into(),
-            host_path: None,
-            source: Some(serde_json::json!({"type":"SECRET","secret":{"type":"VALUE","value":{"data": key}}})),
-        }];
-        t.command.as_mut().unwrap().uris = vec![CommandUri {
-            value: format!("data:text/plain;base64,{hostfile}"),
-            executable: None,
-            extract: None,
-            cache: None,
-            output_file: Some("/etc/mpi/hostfile".into()),
-        }];
+        c.volumes = vec![support::secret_volume("/run/secrets/mpiswarm-ssh-key", &key)];
+        t.command.as_mut().unwrap().uris = vec![support::config_uri("/etc/mpi/hostfile", hostfile)];
         tasks.push(t);
     }
     let (worker, launcher) = (tasks[0].task_id.clone(), tasks[1].task_id.clone());

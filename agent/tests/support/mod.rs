@@ -201,3 +201,43 @@ impl Drop for Cleanup {
         }
     }
 }
+
+/// A fresh ed25519 private key (the per-job SSH key of an MPI job).
+pub fn ssh_key() -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("id");
+    let ok = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&path)
+        .status()
+        .expect("ssh-keygen (openssh-client) must be installed")
+        .success();
+    assert!(ok);
+    std::fs::read(path).unwrap()
+}
+
+/// A Mesos file-based secret at `path` (becomes a Swarm secret).
+pub fn secret_volume(path: &str, data: &[u8]) -> mpiswarm_mesos::task::Volume {
+    use base64::Engine as _;
+    mpiswarm_mesos::task::Volume {
+        mode: mpiswarm_mesos::task::VolumeMode::Ro,
+        container_path: path.to_owned(),
+        host_path: None,
+        source: Some(serde_json::json!({
+            "type": "SECRET",
+            "secret": {"type": "VALUE", "value": {"data": base64::engine::general_purpose::STANDARD.encode(data)}}
+        })),
+    }
+}
+
+/// A plain file at `path` as an inline data: URI (becomes a Swarm config).
+pub fn config_uri(path: &str, data: &[u8]) -> mpiswarm_mesos::task::CommandUri {
+    use base64::Engine as _;
+    mpiswarm_mesos::task::CommandUri {
+        value: format!("data:text/plain;base64,{}", base64::engine::general_purpose::STANDARD.encode(data)),
+        executable: None,
+        extract: None,
+        cache: None,
+        output_file: Some(path.to_owned()),
+    }
+}
