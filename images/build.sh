@@ -13,6 +13,8 @@
 # usage: build.sh VERSION [--force]
 # env:   MPISWARM_CACHE_DIR (default /var/cache/mpiswarm)
 #        MPISWARM_DEBIAN_MIRROR (default http://deb.debian.org/debian)
+#        MPISWARM_IMAGES_OFFLINE=1: never reach the mirror; fail if a rootfs
+#          is not cached (tests use this: they talk to loopback only)
 set -euo pipefail
 
 version=${1:?usage: build.sh VERSION [--force]}
@@ -54,6 +56,10 @@ rootfs() {
     fi
     local tarball=$cache/rootfs-${flavour}-${key}.tar
     if [ ! -s "$tarball" ]; then
+        if [ "${MPISWARM_IMAGES_OFFLINE:-}" = 1 ]; then
+            log "rootfs $tarball is not cached and MPISWARM_IMAGES_OFFLINE=1: run \`mpiswarm images build\` first (it needs the Debian mirror)"
+            exit 1
+        fi
         command -v debootstrap >/dev/null || { log "debootstrap is not installed (apt-get install debootstrap)"; exit 1; }
         mkdir -p "$cache/debs"
         local root

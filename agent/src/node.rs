@@ -29,6 +29,8 @@ pub enum NodeError {
     NotAManager { node_id: String },
     #[error("swarm is in state {state:?} on this engine; fix it (docker swarm leave/init) and restart the agent")]
     SwarmState { state: String },
+    #[error("--node {node}: no such swarm node (see `docker node ls` on the manager)")]
+    UnknownNode { node: String },
     #[error("invalid --resources '{input}': {reason}")]
     Resources { input: String, reason: String },
     #[error("invalid --attributes '{input}': {reason}")]
@@ -94,17 +96,24 @@ pub struct NodeFacts {
     pub labels: BTreeMap<String, String>,
 }
 
-pub async fn facts(docker: &Docker, node_id: &str) -> Result<NodeFacts, NodeError> {
-    let node =
-        docker.inspect_node(node_id).await.map_err(|source| NodeError::Docker { operation: "node inspect", source })?;
-    let description = node.description.unwrap_or_default();
+/// The node id and facts of `node` (an id or a hostname).
+pub async fn facts(docker: &Docker, node: &str) -> Result<(String, NodeFacts), NodeError> {
+    let found = docker.inspect_node(node).await.map_err(|source| match source {
+        bollard::errors::Error::DockerResponseServerError { status_code: 404, .. } => {
+            NodeError::UnknownNode { node: node.to_owned() }
+        }
+        source => NodeError::Docker { operation: "node inspect", source },
+    })?;
+    let node_id = found.id.clone().unwrap_or_else(|| node.to_owned());
+    let description = found.description.unwrap_or_default();
     let resources = description.resources.unwrap_or_default();
-    Ok(NodeFacts {
+    let facts = NodeFacts {
         hostname: description.hostname.unwrap_or_default(),
         cpus: resources.nano_cpus.unwrap_or(0) as f64 / 1e9,
         mem_mib: (resources.memory_bytes.unwrap_or(0) / (1024 * 1024)) as f64,
-        labels: node.spec.and_then(|s| s.labels).unwrap_or_default().into_iter().collect(),
-    })
+        labels: found.spec.and_then(|s| s.labels).unwrap_or_default().into_iter().collect(),
+    };
+    Ok((node_id, facts))
 }
 
 /// Resources: Docker's cpus and mem, replaced or extended by `--resources`

@@ -40,6 +40,11 @@ pub struct AgentArgs {
     /// Where the agent keeps its id and task records across restarts.
     #[arg(long, default_value = ".mpiswarm/agent")]
     pub data_dir: PathBuf,
+    /// The swarm node (id or hostname) whose tasks this agent runs; default:
+    /// the node of the --docker engine. Set it when the manager endpoint is
+    /// another node's engine (an agent per node, one manager).
+    #[arg(long)]
+    pub node: Option<String>,
     /// Hostname to register with (default: the swarm node's hostname).
     #[arg(long)]
     pub hostname: Option<String>,
@@ -71,8 +76,8 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let resync_every = seconds("resync-seconds", args.resync_seconds)?;
     let orphan_grace = seconds("orphan-grace-seconds", args.orphan_grace_seconds)?;
     let docker = node::connect(args.docker.as_deref()).await?;
-    let node_id = node::ensure_swarm(&docker).await?;
-    let facts = node::facts(&docker, &node_id).await?;
+    let own = node::ensure_swarm(&docker).await?;
+    let (node_id, facts) = node::facts(&docker, args.node.as_deref().unwrap_or(&own)).await?;
     let resources = node::resources(&facts, args.resources.as_deref())?;
     let attributes = node::attributes(&facts, &node_id, args.attributes.as_deref())?;
     let hostname = args.hostname.clone().unwrap_or_else(|| facts.hostname.clone());

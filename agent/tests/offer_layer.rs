@@ -87,6 +87,7 @@ struct World {
 
 impl World {
     async fn start() -> Self {
+        support::ensure_rank_image();
         let offers_dir = tempfile::tempdir().unwrap();
         let mut args = mpiswarm_offers_args(offers_dir.path());
         args.listen = "127.0.0.1:0".parse().unwrap();

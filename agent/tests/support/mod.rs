@@ -43,10 +43,8 @@ pub async fn start(agent_id: &str, data_dir: tempfile::TempDir) -> Harness {
     let _ = tracing_subscriber::fmt().with_env_filter("mpiswarm_agent=debug").with_test_writer().try_init();
     let docker = node::connect(None).await.expect("a Docker engine must answer on the local socket");
     let node_id = node::ensure_swarm(&docker).await.expect("the engine must be (or become) a swarm manager");
-    assert!(
-        docker.inspect_image(RANK_IMAGE).await.is_ok(),
-        "the rank image {RANK_IMAGE} is missing: run `mpiswarm images build` (images/build.sh) first"
-    );
+    ensure_rank_image();
+    assert!(docker.inspect_image(RANK_IMAGE).await.is_ok(), "the rank image {RANK_IMAGE} is missing after the build");
     let store = Store::open(data_dir.path()).unwrap();
     store.save_agent_id(&AgentId::new(agent_id)).unwrap();
     let config = AgentConfig { orphan_grace: Duration::from_secs(3), ..AgentConfig::default() };
@@ -62,6 +60,27 @@ pub async fn start(agent_id: &str, data_dir: tempfile::TempDir) -> Harness {
         stash: std::collections::VecDeque::new(),
         cleanup: Some(Cleanup { agent_id: agent_id.to_owned() }),
         _supervisor: supervisor,
+    }
+}
+
+/// Makes sure the rank image matches `images/` once per test process: a
+/// no-op in well under a second after `mpiswarm images build`, a rebuild from
+/// the cached rootfs when `images/` changed. Offline: tests never reach the
+/// Debian mirror, so without the cache this fails and says what to run.
+pub fn ensure_rank_image() {
+    static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let result = BUILT.get_or_init(|| {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../images/build.sh");
+        let status = std::process::Command::new("bash")
+            .args([script, env!("CARGO_PKG_VERSION")])
+            .env("MPISWARM_IMAGES_OFFLINE", "1")
+            .stdout(std::process::Stdio::null())
+            .status()
+            .map_err(|e| format!("cannot run {script}: {e}"))?;
+        if status.success() { Ok(()) } else { Err(format!("{script} failed with {status}")) }
+    });
+    if let Err(e) = result {
+        panic!("the rank image {RANK_IMAGE} cannot be built: {e}");
     }
 }
 
