@@ -112,9 +112,14 @@ fn fill(cands: &[Candidate], leader: usize, others: &[usize], ranks: u32) -> Ass
 /// among equally tight ones, the locality group `near`, then preference.
 fn best_fit_leader(cands: &[Candidate], current: usize, placed: &[(usize, u32)], ranks: u32, near: u32) -> usize {
     let fit = |c: &Candidate| (c.cap_with_launcher, c.group != near, c.key());
+    // The placed nodes all sit in the sorted head, so a small table covers them.
+    let mut taken = vec![false; placed.iter().map(|&(i, _)| i + 1).max().unwrap_or(0)];
+    for &(i, _) in placed {
+        taken[i] = true;
+    }
     let mut best = current;
     for (i, c) in cands.iter().enumerate() {
-        if !c.can_lead() || c.cap_with_launcher < ranks || placed.iter().any(|&(p, _)| p == i) {
+        if !c.can_lead() || c.cap_with_launcher < ranks || taken.get(i).copied().unwrap_or(false) {
             continue;
         }
         if fit(c) < fit(&cands[best]) {
