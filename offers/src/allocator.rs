@@ -273,42 +273,49 @@ impl Allocator {
         }
     }
 
-    fn is_filtered(&self, framework: &str, role: &str, agent: &str, free: &Quantities, now: Duration) -> bool {
-        self.filters
-            .get(&(framework.to_owned(), role.to_owned(), agent.to_owned()))
-            .is_some_and(|f| f.expires > now && f.resources.contains(free))
-    }
-
-    fn allocatable(&self, free: &Quantities) -> bool {
-        !free.is_empty() && self.config.min_allocatable.iter().any(|m| free.contains(m))
+    fn allocatable(config: &AllocatorConfig, free: &Quantities) -> bool {
+        !free.is_empty() && config.min_allocatable.iter().any(|m| free.contains(m))
     }
 
     /// One allocation cycle over `agents` (all active agents if `None`).
     pub fn allocate(&mut self, now: Duration, agents: Option<&[String]>) -> Vec<Allocation> {
         self.filters.retain(|_, f| f.expires > now);
-        let candidates: Vec<String> = match agents {
-            Some(list) => list.to_vec(),
-            None => self.agents.keys().cloned().collect(),
-        };
+        // Filters by agent, so each agent costs one lookup at most.
+        let mut filters_by_agent: HashMap<&str, Vec<(&str, &str, &RefusalFilter)>> = HashMap::new();
+        for ((fw, role, agent), f) in &self.filters {
+            filters_by_agent.entry(agent.as_str()).or_default().push((fw.as_str(), role.as_str(), f));
+        }
+        let Self { config, sorter, agents: all_agents, .. } = self;
         let mut out = Vec::new();
-        for agent in candidates {
-            let Some(a) = self.agents.get(&agent) else { continue };
+        let mut visit = |agent: &String, a: &mut AgentEntry| {
             if !a.active {
-                continue;
+                return;
             }
             let free = a.total.minus(&a.allocated);
-            if !self.allocatable(&free) {
-                continue;
+            if !Self::allocatable(config, &free) {
+                return;
             }
-            let filters = &self.filters;
-            let picked = self.sorter.pick(|role, framework| {
-                !filters
-                    .get(&(framework.to_owned(), role.to_owned(), agent.clone()))
-                    .is_some_and(|f| f.expires > now && f.resources.contains(&free))
+            let refusals = filters_by_agent.get(agent.as_str());
+            let picked = sorter.pick(|role, framework| {
+                !refusals.is_some_and(|list| {
+                    list.iter().any(|(fw, r, f)| *fw == framework && *r == role && f.resources.contains(&free))
+                })
             });
-            let Some((role, framework)) = picked else { continue };
-            self.allocate_to(&framework, &role, &agent, &free);
-            out.push(Allocation { framework, role, agent, resources: free });
+            let Some((role, framework)) = picked else { return };
+            a.allocated.add(&free);
+            a.allocations.entry((framework.clone(), role.clone())).or_default().add(&free);
+            sorter.allocated(&role, &framework, &scalars(&free));
+            out.push(Allocation { framework, role, agent: agent.clone(), resources: free });
+        };
+        match agents {
+            None => all_agents.iter_mut().for_each(|(id, a)| visit(id, a)),
+            Some(list) => {
+                for id in list {
+                    if let Some(a) = all_agents.get_mut(id) {
+                        visit(id, a);
+                    }
+                }
+            }
         }
         out
     }
@@ -320,7 +327,9 @@ impl Allocator {
 
     /// Whether a refusal filter currently blocks `free` from (framework, role) on agent.
     pub fn filtered(&self, framework: &str, role: &str, agent: &str, free: &Quantities, now: Duration) -> bool {
-        self.is_filtered(framework, role, agent, free, now)
+        self.filters
+            .get(&(framework.to_owned(), role.to_owned(), agent.to_owned()))
+            .is_some_and(|f| f.expires > now && f.resources.contains(free))
     }
 }
 
