@@ -14,6 +14,7 @@ use mpiswarm_mesos::{
     AgentId, Bytes, ExecutorInfo, FrameworkId, FrameworkInfo, Labels, Reason, Source, TaskId, TaskInfo, TaskState,
     TaskStatus,
 };
+use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
@@ -67,6 +68,19 @@ pub struct Agent<S: Swarm> {
     objects: tokio::sync::Mutex<()>,
     gc_pending: Mutex<bool>,
     outbox: mpsc::UnboundedSender<Outgoing>,
+    pub counters: Counters,
+}
+
+/// Monotonic counts exported on `/metrics`.
+#[derive(Default)]
+pub struct Counters {
+    pub launched: Counter,
+    pub launch_failures: Counter,
+    pub refused: Counter,
+    pub status_updates: Counter,
+    pub resyncs: Counter,
+    pub objects_removed: Counter,
+    pub orphans_removed: Counter,
 }
 
 impl<S: Swarm + 'static> Agent<S> {
@@ -97,6 +111,7 @@ impl<S: Swarm + 'static> Agent<S> {
             objects: tokio::sync::Mutex::new(()),
             gc_pending: Mutex::new(true),
             outbox,
+            counters: Counters::default(),
         });
         Ok((agent, rx))
     }
@@ -136,6 +151,17 @@ impl<S: Swarm + 'static> Agent<S> {
                 status: t.record.status.clone(),
             })
             .collect()
+    }
+
+    /// Every known task: service name, task id and the state last reported.
+    pub fn snapshot(&self) -> Vec<(String, TaskId, TaskState)> {
+        let tasks = self.tasks.lock().expect("tasks lock");
+        let mut out: Vec<_> = tasks
+            .iter()
+            .map(|(name, t)| (name.clone(), t.record.task_info.task_id.clone(), t.record.status.state))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
     /// Handles one event of the offer layer's stream. Long work (creating and
@@ -231,6 +257,7 @@ impl<S: Swarm + 'static> Agent<S> {
             Ok(p) => p,
             Err(invalid) => {
                 tracing::warn!(error = %invalid, "refusing task group");
+                self.counters.refused.inc();
                 for t in &tasks {
                     let (state, reason, message) = if t.task_id.value == invalid.task_id {
                         (TaskState::Error, Reason::ReasonTaskInvalid, invalid.to_string())
@@ -291,9 +318,11 @@ impl<S: Swarm + 'static> Agent<S> {
                     );
                 }
                 tracing::info!(services = ?names, "launched");
+                self.counters.launched.inc_by(plans.len() as u64);
             }
             Err(LaunchFailure { task_id, source }) => {
                 tracing::warn!(%task_id, error = %source, "launch failed; the group is rolled back");
+                self.counters.launch_failures.inc();
                 *self.gc_pending.lock().expect("gc lock") = true;
                 for t in &tasks {
                     let (state, reason, message) = if t.task_id.value == task_id {
@@ -394,6 +423,7 @@ impl<S: Swarm + 'static> Agent<S> {
     /// until its grace period ends (then removes it), and collects garbage.
     pub async fn resync(self: &Arc<Self>) -> Result<(), SwarmError> {
         let Some(agent_id) = self.agent_id() else { return Ok(()) };
+        self.counters.resyncs.inc();
         let services = self.swarm.services(&agent_id.value).await?;
         let swarm_tasks = self.swarm.tasks(&self.node_id).await?;
         let ids: HashMap<String, String> =
@@ -472,6 +502,7 @@ impl<S: Swarm + 'static> Agent<S> {
         for name in expired {
             tracing::warn!(service = name, "removing a service no task owns (orphan past its grace period)");
             if self.swarm.remove_service(&name).await.is_ok() {
+                self.counters.orphans_removed.inc();
                 self.orphans.lock().expect("orphans lock").remove(&name);
                 *self.gc_pending.lock().expect("gc lock") = true;
             }
@@ -483,7 +514,10 @@ impl<S: Swarm + 'static> Agent<S> {
         let _objects = self.objects.lock().await;
         *self.gc_pending.lock().expect("gc lock") = false;
         match launch::collect_garbage(&self.swarm, &agent_id.value).await {
-            Ok(removed) if !removed.is_empty() => tracing::info!(?removed, "removed unused swarm objects"),
+            Ok(removed) if !removed.is_empty() => {
+                self.counters.objects_removed.inc_by(removed.len() as u64);
+                tracing::info!(?removed, "removed unused swarm objects");
+            }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "garbage collection failed; retrying later"),
         }

@@ -11,10 +11,12 @@
 //! - [`agent`]: the bookkeeping between events, Swarm and statuses;
 //! - [`store`]: agent id and task records on disk, for restarts;
 //! - [`node`]: Docker connection, swarm init, resources and attributes;
+//! - [`http`]: `/healthz`, `/readyz`, `/metrics`, `/state`;
 //! - [`run`]: `mpiswarm agent`;
 //! - [`images`]: `mpiswarm images` (the rank image).
 
 pub mod agent;
+pub mod http;
 pub mod images;
 pub mod labels;
 pub mod launch;

@@ -17,9 +17,11 @@ use mpiswarm_mesos::client::{AgentClient, Backoff};
 use tokio::sync::{Notify, mpsc};
 
 use crate::agent::{Agent, AgentConfig, Outgoing};
+use crate::http::Connection;
 use crate::node::{self, NodeError};
 use crate::store::{Store, StoreError};
 use crate::swarm::{DockerSwarm, Swarm};
+use std::sync::atomic::Ordering;
 
 #[derive(Args, Debug, Clone)]
 pub struct AgentArgs {
@@ -48,6 +50,9 @@ pub struct AgentArgs {
     /// Hostname to register with (default: the swarm node's hostname).
     #[arg(long)]
     pub hostname: Option<String>,
+    /// Where to serve /healthz, /readyz, /metrics and /state (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:5051")]
+    pub listen: std::net::SocketAddr,
     /// Seconds between full resyncs with Swarm (events trigger them sooner).
     #[arg(long, default_value_t = 2.0)]
     pub resync_seconds: f64,
@@ -63,6 +68,8 @@ pub enum AgentError {
     Node(#[from] NodeError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: std::net::SocketAddr, source: std::io::Error },
     #[error("--{flag} must be a positive number of seconds, got {value}")]
     Seconds { flag: &'static str, value: f64 },
 }
@@ -91,15 +98,33 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
         tracing::warn!(error = %e, "initial resync failed");
     }
 
+    let connection = Arc::new(Connection::default());
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|source| AgentError::Listen { addr: args.listen, source })?;
+    let local = listener.local_addr().map_err(|source| AgentError::Listen { addr: args.listen, source })?;
+    tracing::info!(addr = %local, "serving /healthz /readyz /metrics /state");
+    let app = crate::http::router(Arc::clone(&agent), Arc::clone(&connection));
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, "the agent's HTTP endpoints stopped");
+        }
+    });
+
     let client = AgentClient::new(&args.master, None);
     let _supervisor = supervise(Arc::clone(&agent), docker, resync_every);
     tokio::spawn(deliver(client.clone(), Arc::clone(&agent), outbox));
     let info = AgentInfo { hostname, id: None, resources, attributes };
-    subscribe_forever(client, agent, info).await;
+    subscribe_forever(client, agent, info, connection).await;
     Ok(())
 }
 
-async fn subscribe_forever<S: Swarm + 'static>(client: AgentClient, agent: Arc<Agent<S>>, info: AgentInfo) {
+async fn subscribe_forever<S: Swarm + 'static>(
+    client: AgentClient,
+    agent: Arc<Agent<S>>,
+    info: AgentInfo,
+    connection: Arc<Connection>,
+) {
     let backoff = Backoff { initial: Duration::from_millis(200), max: Duration::from_secs(10) };
     let mut attempt = 0;
     loop {
@@ -111,6 +136,7 @@ async fn subscribe_forever<S: Swarm + 'static>(client: AgentClient, agent: Arc<A
                     tracing::error!(error = %e, "cannot persist the agent id; a restart will register a new agent");
                 }
                 tracing::info!(agent_id = %sub.subscribed.agent_id, "subscribed");
+                connection.subscribed.store(true, Ordering::Relaxed);
                 let silence = Duration::from_secs_f64(sub.subscribed.heartbeat_interval_seconds.max(1.0) * 3.0);
                 loop {
                     match tokio::time::timeout(silence, sub.events.next()).await {
@@ -135,6 +161,7 @@ async fn subscribe_forever<S: Swarm + 'static>(client: AgentClient, agent: Arc<A
                         }
                     }
                 }
+                connection.subscribed.store(false, Ordering::Relaxed);
             }
             Err(e) => {
                 tracing::warn!(error = %e, attempt, "SUBSCRIBE failed; retrying");
@@ -162,7 +189,10 @@ async fn deliver<S: Swarm + 'static>(
                 continue;
             };
             match client.update(&agent_id, &item.framework_id, item.status.clone()).await {
-                Ok(()) => break,
+                Ok(()) => {
+                    agent.counters.status_updates.inc();
+                    break;
+                }
                 Err(e) if e.status() == Some(400) => {
                     tracing::error!(error = %e, task = %item.status.task_id, "offer layer refused an update");
                     break;

@@ -25,14 +25,19 @@ const DEADLINE: Duration = Duration::from_secs(120);
 struct AgentProcess {
     child: Child,
     master: String,
+    /// Where its /healthz, /readyz, /metrics and /state are served.
+    listen: String,
     data_dir: tempfile::TempDir,
     cleanup: Option<support::Cleanup>,
 }
 
 impl AgentProcess {
     fn spawn(master: &str, data_dir: tempfile::TempDir) -> Self {
-        let child = start_child(master, data_dir.path());
-        Self { child, master: master.to_owned(), data_dir, cleanup: None }
+        let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let listen = free.local_addr().unwrap().to_string();
+        drop(free);
+        let child = start_child(master, &listen, data_dir.path());
+        Self { child, master: master.to_owned(), listen, data_dir, cleanup: None }
     }
 
     /// The id the offer layer assigned, as the agent persisted it.
@@ -49,14 +54,14 @@ impl AgentProcess {
     fn crash_and_restart(&mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
-        self.child = start_child(&self.master, self.data_dir.path());
+        self.child = start_child(&self.master, &self.listen, self.data_dir.path());
     }
 }
 
-fn start_child(master: &str, data_dir: &Path) -> Child {
+fn start_child(master: &str, listen: &str, data_dir: &Path) -> Child {
     let log = std::fs::OpenOptions::new().create(true).append(true).open(data_dir.join("agent.log")).unwrap();
     Command::new(env!("CARGO_BIN_EXE_mpiswarm-agent"))
-        .args(["--master", master, "--attributes", "rack=r1,zone=a", "--resync-seconds", "0.5"])
+        .args(["--master", master, "--listen", listen, "--attributes", "rack=r1,zone=a", "--resync-seconds", "0.5"])
         .arg("--data-dir")
         .arg(data_dir)
         .env("MPISWARM_LOG", "mpiswarm_agent=debug")
@@ -248,6 +253,14 @@ async fn the_agent_registers_with_docker_resources_and_its_attributes() {
     assert_eq!(agent["attributes"]["zone"], "a");
     assert!(agent["attributes"]["hostname"].as_str().is_some_and(|h| !h.is_empty()), "{agent}");
     assert_eq!(w.agent.persisted_id(), offer.agent_id.value);
+    let base = format!("http://{}", w.agent.listen);
+    let get = |path: &str| reqwest::get(format!("{base}{path}"));
+    assert_eq!(get("/healthz").await.unwrap().status(), 200);
+    assert_eq!(get("/readyz").await.unwrap().status(), 200, "subscribed, so ready");
+    let metrics = get("/metrics").await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("mpiswarm_agent_subscribed 1"), "{metrics}");
+    let state: serde_json::Value = get("/state").await.unwrap().json().await.unwrap();
+    assert_eq!(state["agent_id"], offer.agent_id.value.as_str());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
