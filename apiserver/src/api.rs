@@ -462,6 +462,9 @@ impl Api {
         let dry_run = q.dry_run()? || options["dryRun"].as_array().is_some_and(|a| a.iter().any(|v| v == "All"));
         let now = now();
         let rt = t.rt.clone();
+        if rt.builtin == Some(Builtin::Namespace) && matches!(t.name(), "default" | "kube-system" | "kube-public") {
+            return Err(ApiError::new(403, "Forbidden", format!("namespaces \"{}\" is forbidden: this namespace may not be deleted", t.name())));
+        }
         let result = self.write(t, &key, dry_run, |cur| {
             let old = cur.ok_or_else(|| t.not_found())?;
             let pre = &options["preconditions"];
@@ -498,11 +501,31 @@ impl Api {
         if rt.builtin == Some(Builtin::Crd) && !dry_run {
             self.delete_instances_of(&result.1);
         }
+        if rt.builtin == Some(Builtin::Namespace) && !dry_run && self.store.get(&key).is_none() {
+            self.delete_namespace_contents(t.name());
+        }
         if matches!(rt.builtin, Some(Builtin::ConfigMap | Builtin::Secret | Builtin::Lease | Builtin::CoreEvent | Builtin::EventsV1)) {
             let details = json!({"name": t.name(), "group": rt.group, "kind": rt.plural, "uid": result.1["metadata"]["uid"]});
             return Ok((200, json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})));
         }
         Ok(result)
+    }
+
+    /// A deleted namespace takes everything in it along (the namespace
+    /// controller's job on a real cluster; finalizers are not waited for).
+    fn delete_namespace_contents(&self, ns: &str) {
+        let mut prefixes: Vec<String> = self.registry.all().iter().filter(|t| t.namespaced).map(|t| t.prefix(Some(ns))).collect();
+        prefixes.sort();
+        prefixes.dedup();
+        for prefix in prefixes {
+            for obj in self.store.list(&prefix).items {
+                let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+                let _ = self.store.mutate(&format!("{prefix}{name}"), |cur, _| match cur {
+                    Some(o) => Ok(Mutation::Delete((**o).clone())),
+                    None => Err(ApiError::no_route()),
+                });
+            }
+        }
     }
 
     /// When a CRD goes, its custom resources go with it.

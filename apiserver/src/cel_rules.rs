@@ -23,29 +23,40 @@ pub fn compile(rule: &str) -> Result<Arc<Program>, String> {
     c.entry(rule.to_string()).or_insert_with(|| Program::compile(rule).map(Arc::new).map_err(|e| e.to_string())).clone()
 }
 
-/// JSON to CEL with Kubernetes' typing: every JSON integer is a CEL `int`.
-pub fn to_cel(v: &Value) -> CelValue {
+/// JSON to CEL with Kubernetes' typing, guided by the schema: integers are
+/// CEL `int`, except where the schema says `number`, which is always `double`
+/// (so `self > 0.0` holds for a user who wrote `cpus: 1`).
+pub fn to_cel(v: &Value, schema: &Value) -> CelValue {
     match v {
         Value::Null => CelValue::Null,
         Value::Bool(b) => CelValue::Bool(*b),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => CelValue::Int(i),
-            None => CelValue::Float(n.as_f64().unwrap_or(0.0)),
+        Value::Number(n) => match (schema["type"].as_str(), n.as_i64()) {
+            (Some("number"), _) | (_, None) => CelValue::Float(n.as_f64().unwrap_or(0.0)),
+            (_, Some(i)) => CelValue::Int(i),
         },
         Value::String(s) => CelValue::String(Arc::new(s.clone())),
-        Value::Array(a) => CelValue::List(Arc::new(a.iter().map(to_cel).collect())),
+        Value::Array(a) => {
+            let items = &schema["items"];
+            CelValue::List(Arc::new(a.iter().map(|v| to_cel(v, items)).collect()))
+        }
         Value::Object(m) => {
-            let map: HashMap<String, CelValue> = m.iter().map(|(k, v)| (k.clone(), to_cel(v))).collect();
+            let map: HashMap<String, CelValue> = m
+                .iter()
+                .map(|(k, v)| {
+                    let sub = schema["properties"].get(k).unwrap_or(&schema["additionalProperties"]);
+                    (k.clone(), to_cel(v, sub))
+                })
+                .collect();
             map.into()
         }
     }
 }
 
-fn eval(program: &Program, this: &Value, old: Option<&Value>) -> Result<CelValue, String> {
+fn eval(program: &Program, schema: &Value, this: &Value, old: Option<&Value>) -> Result<CelValue, String> {
     let mut ctx = Context::default();
-    ctx.add_variable_from_value("self", to_cel(this));
+    ctx.add_variable_from_value("self", to_cel(this, schema));
     if let Some(old) = old {
-        ctx.add_variable_from_value("oldSelf", to_cel(old));
+        ctx.add_variable_from_value("oldSelf", to_cel(old, schema));
     }
     program.execute(&ctx).map_err(|e| e.to_string())
 }
@@ -82,13 +93,13 @@ pub fn check(schema: &Value, value: &Value, old: Option<&Value>, path: &str, cau
                 continue;
             }
         };
-        match eval(&program, value, if transition { old } else { None }) {
+        match eval(&program, schema, value, if transition { old } else { None }) {
             Ok(CelValue::Bool(true)) => {}
             Ok(CelValue::Bool(false)) => {
                 let mut message = rule["message"].as_str().map(String::from).unwrap_or_else(|| format!("failed rule: {text}"));
                 if let Some(expr) = rule["messageExpression"].as_str()
                     && let Ok(p) = compile(expr)
-                    && let Ok(CelValue::String(s)) = eval(&p, value, old)
+                    && let Ok(CelValue::String(s)) = eval(&p, schema, value, old)
                 {
                     message = s.to_string();
                 }
@@ -134,6 +145,16 @@ mod tests {
         check(&schema, &json!({"workers": 3, "minWorkers": 2}), Some(&json!({"workers": 2, "minWorkers": 2})), "spec", &mut causes);
         assert_eq!(causes.len(), 1);
         assert!(causes[0].message.ends_with("workers is immutable"));
+    }
+
+    #[test]
+    fn numbers_are_doubles_where_the_schema_says_number() {
+        let schema = json!({"type": "number", "x-kubernetes-validations": [{"rule": "self > 0.0"}]});
+        let mut causes = vec![];
+        check(&schema, &json!(1), None, "spec.cpus", &mut causes);
+        assert!(causes.is_empty(), "{causes:?}");
+        check(&schema, &json!(0), None, "spec.cpus", &mut causes);
+        assert_eq!(causes.len(), 1);
     }
 
     #[test]

@@ -331,15 +331,19 @@ pub fn apply(live: &Value, applied: &Value, scope: Scope, force: bool, w: &Write
         }
     }
     deep_merge(&mut merged, &scoped);
-    list.retain(|e| !is_me(e));
-    list.push(Entry {
+    let entry = Entry {
         manager: w.manager.into(),
         operation: "Apply".into(),
         api_version: w.api_version.into(),
         time: w.now.into(),
         subresource: w.subresource.into(),
         fields: mine,
-    });
+    };
+    // Keep the entry in place: a reordered list would make a no-op apply look like a change.
+    match list.iter().position(is_me) {
+        Some(i) => list[i] = entry,
+        None => list.push(entry),
+    }
     for e in &mut list {
         e.fields.retain(|p| get_path(&merged, p).is_some());
     }
