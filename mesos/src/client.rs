@@ -215,6 +215,33 @@ where
     }
 }
 
+/// POSTs a SUBSCRIBE `call`, reads the first event, which `subscribed`
+/// must turn into the SUBSCRIBED payload, and remembers the stream id for
+/// later calls.
+async fn open_subscription<C, E, S>(
+    endpoint: &Endpoint,
+    stream_id_slot: &Mutex<Option<String>>,
+    call: &C,
+    subscribed: impl FnOnce(&mut E) -> Option<S>,
+) -> Result<Subscription<S, E>, ClientError>
+where
+    C: Serialize,
+    E: DeserializeOwned + Serialize + Send + 'static,
+{
+    let resp = endpoint.post(call, None).await?;
+    let stream_id = stream_id_of(&resp, &endpoint.url())?;
+    let mut events = decode_events::<E>(resp);
+    let mut first = events.next().await.ok_or(ClientError::StreamEnded { expected: "SUBSCRIBED" })??;
+    let Some(subscribed) = subscribed(&mut first) else {
+        let got = serde_json::to_string(&first).unwrap_or_default();
+        return Err(ClientError::UnexpectedFirstEvent { got, expected: "SUBSCRIBED" });
+    };
+    if let Ok(mut slot) = stream_id_slot.lock() {
+        *slot = Some(stream_id.clone());
+    }
+    Ok(Subscription { subscribed, stream_id, events })
+}
+
 /// A framework's connection to a master's scheduler API.
 #[derive(Debug, Clone)]
 pub struct SchedulerClient {
@@ -245,21 +272,15 @@ impl SchedulerClient {
         &self,
         framework_info: crate::FrameworkInfo,
     ) -> Result<Subscription<scheduler::Subscribed, scheduler::Event>, ClientError> {
-        let resp = self.endpoint.post(&scheduler::Call::subscribe(framework_info), None).await?;
-        let stream_id = stream_id_of(&resp, &self.endpoint.url())?;
-        let mut events = decode_events::<scheduler::Event>(resp);
-        let first = events.next().await.ok_or(ClientError::StreamEnded { expected: "SUBSCRIBED" })??;
-        let subscribed = match first.subscribed {
-            Some(s) if first.kind == scheduler::EventType::Subscribed => s,
-            _ => {
-                let got = serde_json::to_string(&first).unwrap_or_default();
-                return Err(ClientError::UnexpectedFirstEvent { got, expected: "SUBSCRIBED" });
-            }
-        };
-        if let Ok(mut id) = self.stream_id.lock() {
-            *id = Some(stream_id.clone());
-        }
-        Ok(Subscription { subscribed, stream_id, events })
+        open_subscription(
+            &self.endpoint,
+            &self.stream_id,
+            &scheduler::Call::subscribe(framework_info),
+            |e: &mut scheduler::Event| {
+                if e.kind == scheduler::EventType::Subscribed { e.subscribed.take() } else { None }
+            },
+        )
+        .await
     }
 
     /// [`Self::subscribe`] retried with `backoff` through 503s and network
@@ -298,21 +319,15 @@ impl AgentClient {
         agent_info: agent_api::AgentInfo,
         tasks: Vec<agent_api::ReportedTask>,
     ) -> Result<Subscription<agent_api::Subscribed, agent_api::Event>, ClientError> {
-        let resp = self.endpoint.post(&agent_api::Call::subscribe(agent_info, tasks), None).await?;
-        let stream_id = stream_id_of(&resp, &self.endpoint.url())?;
-        let mut events = decode_events::<agent_api::Event>(resp);
-        let first = events.next().await.ok_or(ClientError::StreamEnded { expected: "SUBSCRIBED" })??;
-        let subscribed = match first.subscribed {
-            Some(s) if first.kind == agent_api::EventType::Subscribed => s,
-            _ => {
-                let got = serde_json::to_string(&first).unwrap_or_default();
-                return Err(ClientError::UnexpectedFirstEvent { got, expected: "SUBSCRIBED" });
-            }
-        };
-        if let Ok(mut id) = self.stream_id.lock() {
-            *id = Some(stream_id.clone());
-        }
-        Ok(Subscription { subscribed, stream_id, events })
+        open_subscription(
+            &self.endpoint,
+            &self.stream_id,
+            &agent_api::Call::subscribe(agent_info, tasks),
+            |e: &mut agent_api::Event| {
+                if e.kind == agent_api::EventType::Subscribed { e.subscribed.take() } else { None }
+            },
+        )
+        .await
     }
 
     /// POSTs an UPDATE on the current subscription.

@@ -41,10 +41,7 @@ impl Master {
         if let Some(old) = self.agents.get_mut(&id).and_then(|a| a.conn.take()) {
             old.send(&agent_api::Event::error("Agent reconnected on a new stream"));
         }
-        let stale: Vec<String> = self.offers.iter().filter(|(_, o)| o.agent == id).map(|(k, _)| k.clone()).collect();
-        for offer in stale {
-            self.discard_offer(&offer, None, now, true);
-        }
+        self.discard_offers(|o| o.agent == id, now, true);
         let (conn, events) = Connection::open();
         let stream_id = conn.stream_id.clone();
         let mut info = info;
@@ -201,10 +198,7 @@ impl Master {
         agent.lost_deadline = Some(now + self.config.agent_reregister_timeout);
         tracing::warn!(agent = %id, "agent disconnected");
         self.allocator.set_agent_active(id, false);
-        let offers: Vec<String> = self.offers.iter().filter(|(_, o)| o.agent == id).map(|(k, _)| k.clone()).collect();
-        for offer in offers {
-            self.discard_offer(&offer, None, now, true);
-        }
+        self.discard_offers(|o| o.agent == id, now, true);
     }
 
     /// Agent UPDATE: a task changed state.
@@ -294,10 +288,7 @@ impl Master {
     /// partition-aware frameworks) and every framework gets FAILURE.
     pub fn remove_agent(&mut self, id: &str, now: Duration, why: &str) {
         tracing::warn!(agent = %id, why, "agent lost");
-        let offers: Vec<String> = self.offers.iter().filter(|(_, o)| o.agent == id).map(|(k, _)| k.clone()).collect();
-        for offer in offers {
-            self.discard_offer(&offer, None, now, true);
-        }
+        self.discard_offers(|o| o.agent == id, now, true);
         let keys: Vec<TaskKey> =
             self.tasks.iter().filter(|(_, t)| t.agent_id.value == id).map(|(k, _)| k.clone()).collect();
         for key in keys {

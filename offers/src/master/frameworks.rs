@@ -68,11 +68,7 @@ impl Master {
             tracing::info!(framework = %id, "framework failed over to a new stream");
         }
         // Outstanding offers belong to the old subscription.
-        let stale: Vec<String> =
-            self.offers.iter().filter(|(_, o)| o.framework == id).map(|(k, _)| k.clone()).collect();
-        for offer in stale {
-            self.discard_offer(&offer, None, now, false);
-        }
+        self.discard_offers(|o| o.framework == id, now, false);
         let fw = self
             .frameworks
             .entry(id.clone())
@@ -111,20 +107,12 @@ impl Master {
         fw.failover_deadline = Some(now + Duration::from_secs_f64(timeout.min(1e9)));
         tracing::info!(framework = %id, failover_timeout = timeout, "framework disconnected");
         self.allocator.set_framework_active(id, false);
-        let offers: Vec<String> =
-            self.offers.iter().filter(|(_, o)| o.framework == id).map(|(k, _)| k.clone()).collect();
-        for offer in offers {
-            self.discard_offer(&offer, None, now, false);
-        }
+        self.discard_offers(|o| o.framework == id, now, false);
     }
 
     /// Removes a framework for good: its tasks are killed and its offers go.
     pub fn remove_framework(&mut self, id: &str, now: Duration) {
-        let offers: Vec<String> =
-            self.offers.iter().filter(|(_, o)| o.framework == id).map(|(k, _)| k.clone()).collect();
-        for offer in offers {
-            self.discard_offer(&offer, None, now, false);
-        }
+        self.discard_offers(|o| o.framework == id, now, false);
         let keys: Vec<_> = self.tasks.keys().filter(|k| k.0 == id).cloned().collect();
         let mut agents = BTreeSet::new();
         for key in keys {

@@ -93,6 +93,14 @@ impl Master {
         }
     }
 
+    /// Discards (without filters) every offer for which `which` holds.
+    pub(super) fn discard_offers(&mut self, which: impl Fn(&OfferEntry) -> bool, now: Duration, rescind: bool) {
+        let ids: Vec<String> = self.offers.iter().filter(|(_, o)| which(o)).map(|(k, _)| k.clone()).collect();
+        for id in ids {
+            self.discard_offer(&id, None, now, rescind);
+        }
+    }
+
     pub(super) fn expire_offers(&mut self, now: Duration) {
         let Some(timeout) = self.config.offer_timeout else { return };
         let expired: Vec<String> = self
