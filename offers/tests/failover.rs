@@ -107,3 +107,33 @@ async fn an_agent_that_reconnects_in_time_keeps_its_tasks() {
     f.client.call(&Call::reconcile(f.id(), vec![])).await.unwrap();
     assert_eq!(f.update_of("t1").await.state, TaskState::Running);
 }
+
+#[tokio::test]
+async fn a_disconnected_agent_has_its_offers_rescinded() {
+    let c = Cluster::start().await;
+    let agent = c.agent("node1", 4.0, 4096.0);
+    let mut f = c.framework("fw", &["mpi"]).await;
+    let offer = f.offers().await.remove(0);
+    agent.crash();
+    let rescind = f.expect(EventType::Rescind).await.rescind.unwrap();
+    assert_eq!(rescind.offer_id, offer.id);
+}
+
+#[tokio::test]
+async fn a_partition_aware_framework_sees_unreachable_instead_of_lost() {
+    let c = Cluster::start_with(|a| a.agent_reregister_timeout = 0.2).await;
+    let agent = c.agent("node1", 4.0, 4096.0);
+    let mut info = mpiswarm_mesos::FrameworkInfo::new("root", "pa", &["mpi"]);
+    info.capabilities.push(mpiswarm_mesos::framework::Capability {
+        kind: Some(mpiswarm_mesos::framework::CapabilityType::PartitionAware),
+    });
+    let mut f = common::Framework::subscribe(&c.url(), info).await;
+    let offer = f.offers().await.remove(0);
+    let t = task("t1", &offer, 1.0, 128.0, "sleep 1000");
+    f.client.call(&Call::accept(f.id(), vec![offer.id.clone()], vec![Operation::launch(vec![t])], None)).await.unwrap();
+    assert_eq!(f.update_of("t1").await.state, TaskState::Running);
+    agent.crash();
+    let status = f.update_of("t1").await;
+    assert_eq!(status.state, TaskState::Unreachable);
+    assert_eq!(status.reason, Some(Reason::ReasonAgentRemoved));
+}

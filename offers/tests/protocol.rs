@@ -266,3 +266,32 @@ async fn version_state_and_metrics_answer_like_mesos() {
     assert!(prom.contains("mpiswarm_offers_master_slaves_active 1"), "{prom}");
     assert!(prom.contains("# TYPE mpiswarm_offers_allocator_allocation_runs counter"), "{prom}");
 }
+
+#[tokio::test]
+async fn the_agent_api_refuses_bad_calls_with_precise_codes() {
+    let c = Cluster::start().await;
+    let url = format!("{}/api/v1/agent", c.url());
+    let post =
+        |body: &str| reqwest::Client::new().post(&url).header("Content-Type", "application/json").body(body.to_owned());
+    assert_eq!(status_of(reqwest::Client::new().post(&url).body("{}")).await.0, 400);
+    assert_eq!(
+        status_of(reqwest::Client::new().post(&url).header("Content-Type", "text/plain").body("{}")).await.0,
+        415
+    );
+    let (code, body) = status_of(post(r#"{"type":"SUBSCRIBE","subscribe":{"agent_info":{"hostname":" "}}}"#)).await;
+    assert_eq!((code, body.as_str()), (400, "agent_info.hostname must not be empty"));
+    let negative = r#"{"type":"SUBSCRIBE","subscribe":{"agent_info":{"hostname":"n","resources":[{"name":"cpus","type":"SCALAR","scalar":{"value":-1}}]}}}"#;
+    let (code, body) = status_of(post(negative)).await;
+    assert_eq!(code, 400);
+    assert!(body.contains("cpus") && body.contains("-1"), "{body}");
+    let update = r#"{"type":"UPDATE","agent_id":{"value":"ghost"},"update":{"framework_id":{"value":"f"},"status":{"task_id":{"value":"t"},"state":"TASK_RUNNING"}}}"#;
+    let (code, body) = status_of(post(update).header("Mesos-Stream-Id", "s")).await;
+    assert_eq!((code, body.as_str()), (403, "Agent ghost is not subscribed"));
+    // A subscribed agent must send its current stream id.
+    let mut agent = c.agent("node1", 1.0, 256.0);
+    let id = agent.subscribed(1).await;
+    let update = update.replace("ghost", &id.value);
+    let (code, body) = status_of(post(&update)).await;
+    assert_eq!((code, body.as_str()), (400, "UPDATE calls must include the 'Mesos-Stream-Id' header"));
+    assert_eq!(status_of(post(&update).header("Mesos-Stream-Id", "stale")).await.0, 400);
+}
