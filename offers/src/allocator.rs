@@ -152,7 +152,9 @@ impl Allocator {
 
     /// Removes a framework; anything still allocated to it is recovered.
     pub fn remove_framework(&mut self, framework: &str) {
-        let Some(entry) = self.frameworks.remove(framework) else { return };
+        if self.frameworks.remove(framework).is_none() {
+            return;
+        }
         for agent in self.agents.values_mut() {
             let keys: Vec<_> = agent.allocations.keys().filter(|(f, _)| f == framework).cloned().collect();
             for key in keys {
@@ -166,7 +168,6 @@ impl Allocator {
                 self.sorter.remove(&role, framework);
             }
         }
-        drop(entry);
         self.filters.retain(|(f, _, _), _| f != framework);
     }
 

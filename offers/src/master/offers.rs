@@ -212,7 +212,6 @@ impl Master {
             }
         }
         self.counters.offers_accepted += accept.offer_ids.len() as u64;
-        let offered = available.clone();
         for op in &accept.operations {
             match (op.kind, &op.launch, &op.launch_group) {
                 (Some(OperationType::Launch), Some(launch), _) => {
@@ -220,7 +219,7 @@ impl Master {
                         match self.validate_task(fw, &agent, task, &available) {
                             Ok(q) => {
                                 available.subtract(&q);
-                                self.launch_task(fw, &role, &agent, task.clone(), None, q, now);
+                                self.launch_task(fw, &role, &agent, task.clone(), q);
                             }
                             Err(message) => self.task_error(fw, task, Reason::ReasonTaskInvalid, message),
                         }
@@ -265,10 +264,8 @@ impl Master {
             }
         }
         // What was offered but not used goes back, filtered as the framework asked.
-        let used = offered.minus(&available);
         let refuse = refuse_duration(accept.filters.as_ref());
         self.allocator.recover(fw, &role, &agent, &available, Some(refuse), now);
-        let _ = used;
     }
 
     fn task_error(&self, fw: &str, task: &TaskInfo, reason: Reason, message: String) {
@@ -414,18 +411,8 @@ impl Master {
         task
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn launch_task(
-        &mut self,
-        fw: &str,
-        role: &str,
-        agent: &str,
-        task: TaskInfo,
-        executor: Option<&ExecutorInfo>,
-        resources: Quantities,
-        _now: Duration,
-    ) {
-        let task = self.book_task(fw, role, agent, task, executor, resources);
+    fn launch_task(&mut self, fw: &str, role: &str, agent: &str, task: TaskInfo, resources: Quantities) {
+        let task = self.book_task(fw, role, agent, task, None, resources);
         let event = agent_api::Event::launch(agent_api::Launch {
             framework_id: FrameworkId::new(fw),
             framework_info: self.frameworks[fw].info.clone(),
