@@ -10,31 +10,43 @@
 # Rootfs tarballs are keyed by suite, mirror and package list, so a new CI run
 # on this machine reuses them while a fresh machine builds them.
 #
-# usage: build.sh VERSION [--force]
+# usage: build.sh [--force] [--node] VERSION
+#   --node builds mpiswarm/node:<version> instead: a Docker engine to run as a
+#   swarm node in a container (docker.io, iptables, iproute2, procps).
 # env:   MPISWARM_CACHE_DIR (default /var/cache/mpiswarm)
 #        MPISWARM_DEBIAN_MIRROR (default http://deb.debian.org/debian)
 #        MPISWARM_IMAGES_OFFLINE=1: never reach the mirror; fail if a rootfs
 #          is not cached (tests use this: they talk to loopback only)
 set -euo pipefail
 
-version=${1:?usage: build.sh VERSION [--force]}
-force=${2:-}
+version= force= what=rank
+for arg in "$@"; do
+    case "$arg" in
+        --force) force=--force ;;
+        --node) what=node ;;
+        -*) echo "build.sh: unknown option $arg" >&2; exit 64 ;;
+        *) version=$arg ;;
+    esac
+done
+[ -n "$version" ] || { echo "usage: build.sh [--force] [--node] VERSION" >&2; exit 64; }
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${MPISWARM_CACHE_DIR:-/var/cache/mpiswarm}
 mirror=${MPISWARM_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=bookworm
 image=mpiswarm/openmpi:${version}
+node_image=mpiswarm/node:${version}
 
 runtime_packages=openmpi-bin,openssh-server,openssh-client,iproute2,procps,hpcc,ca-certificates
 # libopenmpi-dev needs automake through libltdl-dev, which debootstrap does not resolve.
 builder_packages=${runtime_packages},gcc,libc6-dev,libopenmpi-dev,automake
+node_packages=docker.io,iptables,iproute2,procps,ca-certificates
 
 log() { echo "images: $*" >&2; }
 
 inputs_hash() {
     (
         cd "$here"
-        printf '%s\n' "$version" "$suite" "$mirror" "$runtime_packages" "$builder_packages"
+        printf '%s\n' "$version" "$suite" "$mirror" "$runtime_packages" "$builder_packages" "$node_packages"
         sha256sum build.sh Dockerfile pi.c mpiswarm-rank sshd-mpiswarm.conf ssh-mpiswarm.conf hpccinf.txt
     ) | sha256sum | cut -c1-16
 }
@@ -83,6 +95,20 @@ rootfs() {
 }
 
 hash=$(inputs_hash)
+if [ "$what" = node ]; then
+    if [ "$force" != "--force" ] && [ "$(image_label "$node_image")" = "$hash" ]; then
+        log "$node_image is up to date (inputs $hash)"
+        echo "$node_image"
+        exit 0
+    fi
+    base=$(rootfs node "$node_packages")
+    # vfs: overlay on overlay does not work inside a container.
+    printf 'FROM %s\nCMD ["dockerd", "--storage-driver=vfs"]\n' "$base" |
+        DOCKER_BUILDKIT=0 docker build -q --label "mpiswarm.io/inputs=$hash" \
+            --label "mpiswarm.io/component=node-image" -t "$node_image" - >&2
+    echo "$node_image"
+    exit 0
+fi
 if [ "$force" != "--force" ] && [ "$(image_label "$image")" = "$hash" ]; then
     log "$image is up to date (inputs $hash)"
     echo "$image"

@@ -437,6 +437,21 @@ impl<S: Swarm + 'static> Agent<S> {
                 .map(|(name, t)| (name.clone(), t.record.status.state, t.record.image.clone()))
                 .collect()
         };
+        // A task that ended but whose service survived (the agent died
+        // between reporting and removing): finish the removal.
+        let leftovers: Vec<String> = {
+            let tasks = self.tasks.lock().expect("tasks lock");
+            tasks
+                .iter()
+                .filter(|(name, t)| !t.killing && t.record.status.state.is_terminal() && ids.contains_key(*name))
+                .map(|(name, _)| name.clone())
+                .collect()
+        };
+        for name in leftovers {
+            if self.swarm.remove_service(&name).await.is_ok() {
+                *self.gc_pending.lock().expect("gc lock") = true;
+            }
+        }
         for (name, last, image) in snapshot {
             let mut observed = match ids.get(&name) {
                 None => Observed {

@@ -44,6 +44,10 @@ pub enum ImagesCommand {
         /// Rebuild the image even if its inputs did not change (the rootfs cache is kept).
         #[arg(long)]
         force: bool,
+        /// Build mpiswarm/node:<version> instead: a Docker engine to run as a
+        /// swarm node inside a container, for a multi-node swarm on one machine.
+        #[arg(long)]
+        node: bool,
     },
     /// Copy an image into Docker engines running inside containers
     /// (`docker save | docker exec -i NODE docker load`).
@@ -69,8 +73,8 @@ pub enum ImagesError {
 
 pub async fn run(args: ImagesArgs) -> Result<(), ImagesError> {
     match args.command {
-        ImagesCommand::Build { version, force } => {
-            let image = build(&version, force).await?;
+        ImagesCommand::Build { version, force, node } => {
+            let image = build(&version, force, node).await?;
             println!("{image}");
         }
         ImagesCommand::Load { nodes, image } => {
@@ -83,8 +87,9 @@ pub async fn run(args: ImagesArgs) -> Result<(), ImagesError> {
     Ok(())
 }
 
-/// Builds the rank image tagged `version` and returns its name.
-pub async fn build(version: &str, force: bool) -> Result<String, ImagesError> {
+/// Builds the rank image (or with `node`, the node image) tagged `version`
+/// and returns its name.
+pub async fn build(version: &str, force: bool, node: bool) -> Result<String, ImagesError> {
     let context = tempfile::tempdir().map_err(|source| ImagesError::Context { dir: std::env::temp_dir(), source })?;
     write_recipe(context.path())?;
     let script = context.path().join("build.sh");
@@ -92,6 +97,9 @@ pub async fn build(version: &str, force: bool) -> Result<String, ImagesError> {
     command.arg(&script).arg(version);
     if force {
         command.arg("--force");
+    }
+    if node {
+        command.arg("--node");
     }
     command.stderr(Stdio::inherit()).stdout(Stdio::piped());
     let describe = format!("bash {} {version}", script.display());
