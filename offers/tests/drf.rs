@@ -28,9 +28,10 @@ async fn answer(f: &common::Framework, offer: &Offer, cpus: f64, mem: f64, n: &m
 #[tokio::test]
 async fn the_classic_example_converges_to_three_tasks_for_a_and_two_for_b() {
     let c = Cluster::start().await;
-    let _agent = c.agent("node1", 9.0, 18432.0);
+    // Both frameworks are there before the agent, so neither gets a head start.
     let mut a = c.framework("A", &["r"]).await;
     let mut b = c.framework("B", &["r"]).await;
+    let _agent = c.agent("node1", 9.0, 18432.0);
     let (mut na, mut nb) = (0, 0);
     // Run until an offer fits neither framework: the cluster is full.
     let mut misses = (false, false);

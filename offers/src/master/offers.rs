@@ -25,8 +25,11 @@ impl Master {
         if self.is_recovering() {
             return;
         }
+        let span = tracing::debug_span!("allocation_cycle", agents = agents.map_or(0, <[String]>::len));
+        let _entered = span.enter();
         let started = std::time::Instant::now();
         let allocations = self.allocator.allocate(now, agents);
+        tracing::debug!(allocations = allocations.len(), elapsed = ?started.elapsed(), "allocation cycle");
         self.counters.allocation_runs += 1;
         self.counters.allocation_seconds_total += started.elapsed().as_secs_f64();
         self.last_allocation = now;
@@ -179,6 +182,8 @@ impl Master {
     }
 
     pub(super) fn accept(&mut self, fw: &str, accept: Accept, now: Duration) {
+        let span = tracing::info_span!("accept", framework = fw, offers = accept.offer_ids.len());
+        let _entered = span.enter();
         let (agent, role) = match self.validate_offers(fw, &accept.offer_ids) {
             Ok(target) => target,
             Err(error) => {
@@ -412,6 +417,7 @@ impl Master {
     }
 
     fn launch_task(&mut self, fw: &str, role: &str, agent: &str, task: TaskInfo, resources: Quantities) {
+        tracing::info!(framework = fw, agent, task = %task.task_id, %resources, "launching task");
         let task = self.book_task(fw, role, agent, task, None, resources);
         let event = agent_api::Event::launch(agent_api::Launch {
             framework_id: FrameworkId::new(fw),
