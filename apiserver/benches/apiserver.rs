@@ -47,7 +47,8 @@ fn setup(preload: usize) -> Bench {
     let q = Query::default();
     let opts = WriteOpts { query: &q, user_agent: "bench" };
     let crd_rt = api.registry.find("apiextensions.k8s.io", "v1", "customresourcedefinitions").expect("crd type");
-    api.create(&Target { rt: crd_rt, namespace: None, name: None, status: false }, yaml("crds/mpijob.yaml"), &opts).expect("crd");
+    api.create(&Target { rt: crd_rt, namespace: None, name: None, status: false }, yaml("crds/mpijob.yaml"), &opts)
+        .expect("crd");
     let jobs = api.registry.find("mpiswarm.io", "v1alpha1", "mpijobs").expect("mpijobs served");
     let job = yaml("examples/pi.yaml");
     let target = Target { rt: jobs, namespace: Some("default".into()), name: None, status: false };
@@ -72,7 +73,16 @@ fn list(c: &mut Criterion) {
         g.bench_function(name, |bench| {
             bench.iter(|| {
                 b.rt.block_on(async {
-                    let body = b.http.get(format!("{}{JOBS}", b.base)).header("Accept", accept).send().await.expect("list").bytes().await.expect("body");
+                    let body = b
+                        .http
+                        .get(format!("{}{JOBS}", b.base))
+                        .header("Accept", accept)
+                        .send()
+                        .await
+                        .expect("list")
+                        .bytes()
+                        .await
+                        .expect("body");
                     assert!(body.len() > 1_000_000);
                 })
             })
@@ -118,7 +128,12 @@ fn watch_fan_out(c: &mut Criterion) {
     let notify = Arc::new(tokio::sync::Notify::new());
     let rv = b.running.api.store.current_rv();
     for _ in 0..WATCHERS {
-        let (http, url, received, notify) = (b.http.clone(), format!("{}{JOBS}?watch=true&resourceVersion={rv}", b.base), received.clone(), notify.clone());
+        let (http, url, received, notify) = (
+            b.http.clone(),
+            format!("{}{JOBS}?watch=true&resourceVersion={rv}", b.base),
+            received.clone(),
+            notify.clone(),
+        );
         b.rt.spawn(async move {
             let mut body = http.get(url).send().await.expect("watch").bytes_stream();
             while let Some(Ok(chunk)) = body.next().await {

@@ -31,7 +31,12 @@ impl WriteCtx<'_> {
     }
 
     pub fn writer(&self) -> Writer<'_> {
-        Writer { manager: self.manager, subresource: if self.status { "status" } else { "" }, api_version: self.api_version, now: self.now }
+        Writer {
+            manager: self.manager,
+            subresource: if self.status { "status" } else { "" },
+            api_version: self.api_version,
+            now: self.now,
+        }
     }
 
     fn invalid(&self, name: &str, causes: Vec<Cause>) -> ApiError {
@@ -88,7 +93,8 @@ fn metadata_causes(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
         _ => dns_subdomain(name),
     };
     if !name_ok {
-        let what = if rt.builtin == Some(Builtin::Namespace) { "RFC 1123 label" } else { "lowercase RFC 1123 subdomain" };
+        let what =
+            if rt.builtin == Some(Builtin::Namespace) { "RFC 1123 label" } else { "lowercase RFC 1123 subdomain" };
         causes.push(Cause {
             reason: "FieldValueInvalid",
             field: "metadata.name".into(),
@@ -99,7 +105,13 @@ fn metadata_causes(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
     }
     for (k, v) in meta["labels"].as_object().into_iter().flatten() {
         if !qualified_name(k) {
-            causes.push(Cause { reason: "FieldValueInvalid", field: "metadata.labels".into(), message: format!("Invalid value: {k:?}: name part must consist of alphanumeric characters, '-', '_' or '.'") });
+            causes.push(Cause {
+                reason: "FieldValueInvalid",
+                field: "metadata.labels".into(),
+                message: format!(
+                    "Invalid value: {k:?}: name part must consist of alphanumeric characters, '-', '_' or '.'"
+                ),
+            });
         }
         match v.as_str() {
             Some(s) if label_value(s) => {}
@@ -112,13 +124,21 @@ fn metadata_causes(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
     }
     for (k, v) in meta["annotations"].as_object().into_iter().flatten() {
         if !qualified_name(k) || !v.is_string() {
-            causes.push(Cause { reason: "FieldValueInvalid", field: format!("metadata.annotations.{k}"), message: format!("Invalid value: {k:?}: annotation keys must be qualified names with string values") });
+            causes.push(Cause {
+                reason: "FieldValueInvalid",
+                field: format!("metadata.annotations.{k}"),
+                message: format!("Invalid value: {k:?}: annotation keys must be qualified names with string values"),
+            });
         }
     }
     if let Some(f) = meta.get("finalizers")
         && !f.as_array().is_some_and(|a| a.iter().all(Value::is_string))
     {
-        causes.push(Cause { reason: "FieldValueInvalid", field: "metadata.finalizers".into(), message: "Invalid value: must be a list of strings".into() });
+        causes.push(Cause {
+            reason: "FieldValueInvalid",
+            field: "metadata.finalizers".into(),
+            message: "Invalid value: must be a list of strings".into(),
+        });
     }
     causes
 }
@@ -201,7 +221,11 @@ pub fn admit_create(cx: &WriteCtx<'_>, mut obj: Value) -> ApiResult<Value> {
                     &rt.kind,
                     &rt.group,
                     "",
-                    vec![Cause { reason: "FieldValueRequired", field: "metadata.name".into(), message: "Required value: name or generateName is required".into() }],
+                    vec![Cause {
+                        reason: "FieldValueRequired",
+                        field: "metadata.name".into(),
+                        message: "Required value: name or generateName is required".into(),
+                    }],
                 ));
             }
         }
@@ -209,7 +233,9 @@ pub fn admit_create(cx: &WriteCtx<'_>, mut obj: Value) -> ApiResult<Value> {
     if let (Some(url_name), Some(body)) = (cx.name, meta.get("name").and_then(Value::as_str))
         && url_name != body
     {
-        return Err(ApiError::bad_request(format!("the name of the object ({body}) does not match the name on the URL ({url_name})")));
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({body}) does not match the name on the URL ({url_name})"
+        )));
     }
     meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
     meta.insert("creationTimestamp".into(), json!(cx.now));
@@ -272,7 +298,9 @@ pub fn admit_update(cx: &WriteCtx<'_>, old: &Value, mut new: Value) -> ApiResult
         if let Some(body) = meta.get("name").and_then(Value::as_str)
             && body != name
         {
-            return Err(ApiError::bad_request(format!("the name of the object ({body}) does not match the name on the URL ({name})")));
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body}) does not match the name on the URL ({name})"
+            )));
         }
     }
     if cx.status {
@@ -305,7 +333,15 @@ pub fn admit_update(cx: &WriteCtx<'_>, old: &Value, mut new: Value) -> ApiResult
     {
         let old_meta = &old["metadata"];
         let meta = meta_mut(&mut new)?;
-        for k in ["name", "namespace", "uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation"] {
+        for k in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ] {
             match old_meta.get(k) {
                 Some(v) => {
                     meta.insert(k.into(), v.clone());
@@ -328,7 +364,8 @@ pub fn admit_update(cx: &WriteCtx<'_>, old: &Value, mut new: Value) -> ApiResult
         m.insert("kind".into(), old["kind"].clone());
     }
     if old["metadata"]["deletionTimestamp"].is_string() {
-        let before: Vec<&str> = old["metadata"]["finalizers"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        let before: Vec<&str> =
+            old["metadata"]["finalizers"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
         let added: Vec<String> = new["metadata"]["finalizers"]
             .as_array()
             .into_iter()

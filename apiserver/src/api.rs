@@ -29,7 +29,8 @@ pub struct Target {
 
 impl Target {
     fn key(&self) -> ApiResult<String> {
-        let name = self.name.as_deref().ok_or_else(|| ApiError::method_not_allowed("a name is required for this verb"))?;
+        let name =
+            self.name.as_deref().ok_or_else(|| ApiError::method_not_allowed("a name is required for this verb"))?;
         Ok(self.rt.key(self.namespace.as_deref(), name))
     }
 
@@ -112,7 +113,13 @@ pub fn parse_body(rt: &ResourceType, body: &[u8], yaml: bool) -> ApiResult<Value
     } else {
         serde_json::from_slice::<Value>(body).map_err(|e| e.to_string())
     };
-    parsed.map_err(|e| ApiError::bad_request(format!("the body of the request could not be decoded as {} ({}): {e}", if yaml { "YAML" } else { "JSON" }, rt.kind)))
+    parsed.map_err(|e| {
+        ApiError::bad_request(format!(
+            "the body of the request could not be decoded as {} ({}): {e}",
+            if yaml { "YAML" } else { "JSON" },
+            rt.kind
+        ))
+    })
 }
 
 /// The apiVersion and kind in a body must be the endpoint's.
@@ -123,16 +130,27 @@ fn check_type(rt: &ResourceType, body: &mut Value, required: bool) -> ApiResult<
     let want = rt.api_version();
     match m.get("apiVersion").and_then(Value::as_str) {
         Some(av) if av != want => {
-            return Err(ApiError::bad_request(format!("the API version in the data ({av}) does not match the expected API version ({want})")));
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({av}) does not match the expected API version ({want})"
+            )));
         }
-        None if required => return Err(ApiError::bad_request(format!("invalid object type: apiVersion is required (expected {want})"))),
+        None if required => {
+            return Err(ApiError::bad_request(format!(
+                "invalid object type: apiVersion is required (expected {want})"
+            )));
+        }
         _ => {}
     }
     match m.get("kind").and_then(Value::as_str) {
         Some(k) if k != rt.kind => {
-            return Err(ApiError::bad_request(format!("the kind in the data ({k}) does not match the expected kind ({})", rt.kind)));
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                rt.kind
+            )));
         }
-        None if required => return Err(ApiError::bad_request(format!("invalid object type: kind is required (expected {})", rt.kind))),
+        None if required => {
+            return Err(ApiError::bad_request(format!("invalid object type: kind is required (expected {})", rt.kind)));
+        }
         _ => {}
     }
     m.insert("apiVersion".into(), json!(want));
@@ -171,13 +189,23 @@ fn strip_directives(v: &mut Value) {
 }
 
 fn json_patch_error(rt: &ResourceType, name: &str, e: impl std::fmt::Display) -> ApiError {
-    ApiError::invalid(&rt.kind, &rt.group, name, vec![Cause { reason: "FieldValueInvalid", field: "patch".into(), message: format!("Invalid value: the JSON patch could not be applied: {e}") }])
+    ApiError::invalid(
+        &rt.kind,
+        &rt.group,
+        name,
+        vec![Cause {
+            reason: "FieldValueInvalid",
+            field: "patch".into(),
+            message: format!("Invalid value: the JSON patch could not be applied: {e}"),
+        }],
+    )
 }
 
 /// RFC 6902 with the evanphx quirk Kubernetes has: `test` of a missing path
 /// against `null` passes (the kube-rs finalizer helper relies on it).
 fn apply_json_patch(rt: &ResourceType, name: &str, doc: &mut Value, patch: &Value) -> ApiResult<()> {
-    let ops = patch.as_array().ok_or_else(|| ApiError::bad_request("a JSON patch must be a JSON array of operations"))?;
+    let ops =
+        patch.as_array().ok_or_else(|| ApiError::bad_request("a JSON patch must be a JSON array of operations"))?;
     let kept: Vec<Value> = ops
         .iter()
         .filter(|op| {
@@ -188,8 +216,8 @@ fn apply_json_patch(rt: &ResourceType, name: &str, doc: &mut Value, patch: &Valu
         })
         .cloned()
         .collect();
-    let parsed: json_patch::Patch =
-        serde_json::from_value(Value::Array(kept)).map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
+    let parsed: json_patch::Patch = serde_json::from_value(Value::Array(kept))
+        .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
     json_patch::patch(doc, &parsed).map_err(|e| json_patch_error(rt, name, e))
 }
 
@@ -240,14 +268,36 @@ impl Api {
             if self.store.get(&rt.key(None, ns)).is_none() {
                 let t = Target { rt: rt.clone(), namespace: None, name: None, status: false };
                 let q = Query::default();
-                self.create(&t, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}), &WriteOpts { query: &q, user_agent: "mpiswarm-apiserver" })?;
+                self.create(
+                    &t,
+                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+                    &WriteOpts { query: &q, user_agent: "mpiswarm-apiserver" },
+                )?;
             }
         }
         Ok(())
     }
 
-    fn ctx<'a>(&self, t: &'a Target, manager: &'a str, api_version: &'a str, now: &'a str, strict: bool, applied: bool) -> WriteCtx<'a> {
-        WriteCtx { rt: &t.rt, namespace: t.namespace.as_deref(), name: t.name.as_deref(), status: t.status, manager, api_version, now, strict, applied }
+    fn ctx<'a>(
+        &self,
+        t: &'a Target,
+        manager: &'a str,
+        api_version: &'a str,
+        now: &'a str,
+        strict: bool,
+        applied: bool,
+    ) -> WriteCtx<'a> {
+        WriteCtx {
+            rt: &t.rt,
+            namespace: t.namespace.as_deref(),
+            name: t.name.as_deref(),
+            status: t.status,
+            manager,
+            api_version,
+            now,
+            strict,
+            applied,
+        }
     }
 
     fn after_write(&self, t: &Target, w: &Written) {
@@ -279,7 +329,10 @@ impl Api {
                 continue;
             }
             if limit.is_some_and(|l| items.len() >= l) {
-                let last_key = t.rt.key(items.last().and_then(|i: &Value| i["metadata"]["namespace"].as_str()), items.last().and_then(|i: &Value| i["metadata"]["name"].as_str()).unwrap_or_default());
+                let last_key = t.rt.key(
+                    items.last().and_then(|i: &Value| i["metadata"]["namespace"].as_str()),
+                    items.last().and_then(|i: &Value| i["metadata"]["name"].as_str()).unwrap_or_default(),
+                );
                 next = Some(encode_continue(&last_key, snap.rv));
                 break;
             }
@@ -327,7 +380,8 @@ impl Api {
             }
             return Ok((201, view(&t.rt, &obj)));
         }
-        let written = self.store.mutate(&key, |cur, _| if cur.is_some() { Err(exists()) } else { Ok(Mutation::Put(obj)) })?;
+        let written =
+            self.store.mutate(&key, |cur, _| if cur.is_some() { Err(exists()) } else { Ok(Mutation::Put(obj)) })?;
         self.after_write(t, &written);
         Ok((201, view(&t.rt, written.object())))
     }
@@ -372,7 +426,13 @@ impl Api {
         Ok((code, view(&t.rt, written.object())))
     }
 
-    pub fn patch(&self, t: &Target, patch_type: PatchType, body: &[u8], opts: &WriteOpts<'_>) -> ApiResult<(u16, Value)> {
+    pub fn patch(
+        &self,
+        t: &Target,
+        patch_type: PatchType,
+        body: &[u8],
+        opts: &WriteOpts<'_>,
+    ) -> ApiResult<(u16, Value)> {
         let key = t.key()?;
         let name = t.name().to_string();
         let dry_run = opts.query.dry_run()?;
@@ -392,7 +452,9 @@ impl Api {
             if let Some(n) = applied["metadata"]["name"].as_str()
                 && n != name
             {
-                return Err(ApiError::bad_request(format!("the name of the object ({n}) does not match the name on the URL ({name})")));
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({name})"
+                )));
             }
             let cx = self.ctx(t, &manager, &av, &now, strict, true);
             let scope = cx.scope();
@@ -463,7 +525,11 @@ impl Api {
         let now = now();
         let rt = t.rt.clone();
         if rt.builtin == Some(Builtin::Namespace) && matches!(t.name(), "default" | "kube-system" | "kube-public") {
-            return Err(ApiError::new(403, "Forbidden", format!("namespaces \"{}\" is forbidden: this namespace may not be deleted", t.name())));
+            return Err(ApiError::new(
+                403,
+                "Forbidden",
+                format!("namespaces \"{}\" is forbidden: this namespace may not be deleted", t.name()),
+            ));
         }
         let result = self.write(t, &key, dry_run, |cur| {
             let old = cur.ok_or_else(|| t.not_found())?;
@@ -504,9 +570,16 @@ impl Api {
         if rt.builtin == Some(Builtin::Namespace) && !dry_run && self.store.get(&key).is_none() {
             self.delete_namespace_contents(t.name());
         }
-        if matches!(rt.builtin, Some(Builtin::ConfigMap | Builtin::Secret | Builtin::Lease | Builtin::CoreEvent | Builtin::EventsV1)) {
-            let details = json!({"name": t.name(), "group": rt.group, "kind": rt.plural, "uid": result.1["metadata"]["uid"]});
-            return Ok((200, json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})));
+        if matches!(
+            rt.builtin,
+            Some(Builtin::ConfigMap | Builtin::Secret | Builtin::Lease | Builtin::CoreEvent | Builtin::EventsV1)
+        ) {
+            let details =
+                json!({"name": t.name(), "group": rt.group, "kind": rt.plural, "uid": result.1["metadata"]["uid"]});
+            return Ok((
+                200,
+                json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
+            ));
         }
         Ok(result)
     }
@@ -514,7 +587,8 @@ impl Api {
     /// A deleted namespace takes everything in it along (the namespace
     /// controller's job on a real cluster; finalizers are not waited for).
     fn delete_namespace_contents(&self, ns: &str) {
-        let mut prefixes: Vec<String> = self.registry.all().iter().filter(|t| t.namespaced).map(|t| t.prefix(Some(ns))).collect();
+        let mut prefixes: Vec<String> =
+            self.registry.all().iter().filter(|t| t.namespaced).map(|t| t.prefix(Some(ns))).collect();
         prefixes.sort();
         prefixes.dedup();
         for prefix in prefixes {

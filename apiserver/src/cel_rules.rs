@@ -12,8 +12,11 @@ use serde_json::Value;
 use crate::error::Cause;
 use crate::schema::shown;
 
-fn cache() -> &'static Mutex<HashMap<String, Result<Arc<Program>, String>>> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Result<Arc<Program>, String>>>> = OnceLock::new();
+/// Compiled rules (or their parse errors) by rule text.
+type Cache = Mutex<HashMap<String, Result<Arc<Program>, String>>>;
+
+fn cache() -> &'static Cache {
+    static CACHE: OnceLock<Cache> = OnceLock::new();
     CACHE.get_or_init(Default::default)
 }
 
@@ -89,14 +92,19 @@ pub fn check(schema: &Value, value: &Value, old: Option<&Value>, path: &str, cau
         let program = match compile(text) {
             Ok(p) => p,
             Err(e) => {
-                causes.push(Cause { reason: "FieldValueInvalid", field, message: format!("Invalid value: {}: compilation failed: {e}", shown(value)) });
+                causes.push(Cause {
+                    reason: "FieldValueInvalid",
+                    field,
+                    message: format!("Invalid value: {}: compilation failed: {e}", shown(value)),
+                });
                 continue;
             }
         };
         match eval(&program, schema, value, if transition { old } else { None }) {
             Ok(CelValue::Bool(true)) => {}
             Ok(CelValue::Bool(false)) => {
-                let mut message = rule["message"].as_str().map(String::from).unwrap_or_else(|| format!("failed rule: {text}"));
+                let mut message =
+                    rule["message"].as_str().map(String::from).unwrap_or_else(|| format!("failed rule: {text}"));
                 if let Some(expr) = rule["messageExpression"].as_str()
                     && let Ok(p) = compile(expr)
                     && let Ok(CelValue::String(s)) = eval(&p, schema, value, old)
@@ -142,7 +150,13 @@ mod tests {
         assert!(causes[0].message.ends_with("workers must be at least minWorkers"), "{}", causes[0].message);
 
         let mut causes = vec![];
-        check(&schema, &json!({"workers": 3, "minWorkers": 2}), Some(&json!({"workers": 2, "minWorkers": 2})), "spec", &mut causes);
+        check(
+            &schema,
+            &json!({"workers": 3, "minWorkers": 2}),
+            Some(&json!({"workers": 2, "minWorkers": 2})),
+            "spec",
+            &mut causes,
+        );
         assert_eq!(causes.len(), 1);
         assert!(causes[0].message.ends_with("workers is immutable"));
     }

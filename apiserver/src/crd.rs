@@ -21,7 +21,10 @@ fn collect_rule_errors(schema: &Value, path: &str, out: &mut Vec<Cause>) {
         if let Some(rule) = r["rule"].as_str()
             && let Err(e) = cel_rules::compile(rule)
         {
-            out.push(cause(&format!("{path}.x-kubernetes-validations[{i}].rule"), format!("Invalid value: {rule:?}: compilation failed: {e}")));
+            out.push(cause(
+                &format!("{path}.x-kubernetes-validations[{i}].rule"),
+                format!("Invalid value: {rule:?}: compilation failed: {e}"),
+            ));
         }
     }
     for (k, sub) in schema["properties"].as_object().into_iter().flatten() {
@@ -53,7 +56,10 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
     }
     let name = crd["metadata"]["name"].as_str().unwrap_or_default();
     if !group.is_empty() && !plural.is_empty() && name != format!("{plural}.{group}") {
-        causes.push(cause("metadata.name", format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group")));
+        causes.push(cause(
+            "metadata.name",
+            format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"),
+        ));
     }
     match spec["scope"].as_str() {
         Some("Namespaced" | "Cluster") => {}
@@ -69,7 +75,10 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
     }
     let storage = versions.iter().filter(|v| v["storage"].as_bool() == Some(true)).count();
     if !versions.is_empty() && storage != 1 {
-        causes.push(cause("spec.versions", format!("Invalid value: {storage}: must have exactly one version marked as storage version")));
+        causes.push(cause(
+            "spec.versions",
+            format!("Invalid value: {storage}: must have exactly one version marked as storage version"),
+        ));
     }
     for (i, v) in versions.iter().enumerate() {
         let path = format!("spec.versions[{i}]");
@@ -94,9 +103,7 @@ pub fn set_status(crd: &mut Value) {
         .map(|v| v["name"].clone())
         .collect();
     let now = crd["metadata"]["creationTimestamp"].clone();
-    let cond = |t: &str, reason: &str, msg: &str| {
-        json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": msg})
-    };
+    let cond = |t: &str, reason: &str, msg: &str| json!({"type": t, "status": "True", "lastTransitionTime": now, "reason": reason, "message": msg});
     crd["status"] = json!({
         "acceptedNames": crd["spec"]["names"].clone(),
         "conditions": [

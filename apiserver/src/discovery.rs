@@ -15,9 +15,12 @@ pub fn wants_aggregated(accept: &str) -> bool {
     accept.split(',').next().is_some_and(|first| first.contains("as=APIGroupDiscoveryList"))
 }
 
-/// group -> version -> resources, versions in registration order.
-fn grouped(types: &[Arc<ResourceType>], core: bool) -> BTreeMap<String, Vec<(String, Vec<Arc<ResourceType>>)>> {
-    let mut out: BTreeMap<String, Vec<(String, Vec<Arc<ResourceType>>)>> = BTreeMap::new();
+/// The versions of one group, in registration order, with their resources.
+type Versions = Vec<(String, Vec<Arc<ResourceType>>)>;
+
+/// group -> versions.
+fn grouped(types: &[Arc<ResourceType>], core: bool) -> BTreeMap<String, Versions> {
+    let mut out: BTreeMap<String, Versions> = BTreeMap::new();
     for t in types.iter().filter(|t| t.group.is_empty() == core) {
         let versions = out.entry(t.group.clone()).or_default();
         match versions.iter_mut().find(|(v, _)| *v == t.version) {
@@ -45,7 +48,8 @@ fn aggregated_resource(t: &ResourceType) -> Value {
         r["categories"] = json!(t.categories);
     }
     if t.status_subresource {
-        r["subresources"] = json!([{"subresource": "status", "responseKind": gvk(t), "verbs": ["get", "patch", "update"]}]);
+        r["subresources"] =
+            json!([{"subresource": "status", "responseKind": gvk(t), "verbs": ["get", "patch", "update"]}]);
     }
     r
 }
@@ -111,7 +115,8 @@ pub fn resource_list(types: &[Arc<ResourceType>], group: &str, version: &str) ->
         }
         resources.push(r);
         if t.status_subresource {
-            resources.push(json!({"name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced,
+            resources
+                .push(json!({"name": format!("{}/status", t.plural), "singularName": "", "namespaced": t.namespaced,
                 "kind": t.kind, "verbs": ["get", "patch", "update"]}));
         }
     }

@@ -100,7 +100,8 @@ impl ApiError {
     pub fn invalid(kind: &str, group: &str, name: &str, causes: Vec<Cause>) -> Self {
         let list = causes.iter().map(|c| format!("{}: {}", c.field, c.message)).collect::<Vec<_>>();
         let head = format!("{} \"{name}\" is invalid", qualified(kind, group));
-        let message = if list.len() == 1 { format!("{head}: {}", list[0]) } else { format!("{head}: [{}]", list.join(", ")) };
+        let message =
+            if list.len() == 1 { format!("{head}: {}", list[0]) } else { format!("{head}: [{}]", list.join(", ")) };
         let mut e = Self::new(422, "Invalid", message).with_details(name, group, kind);
         if let Some(d) = e.details.as_mut() {
             d.causes = causes;

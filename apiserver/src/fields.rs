@@ -21,7 +21,9 @@ pub type FieldSet = BTreeSet<Path>;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
     /// The main resource; `status` is excluded when there is a status subresource.
-    Main { skip_status: bool },
+    Main {
+        skip_status: bool,
+    },
     Status,
 }
 
@@ -229,7 +231,12 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, scope: Scope, w: &Wri
         None => new_fields.clone(),
         Some(old) => {
             let old_fields = fields_of(old, scope);
-            new_fields.iter().filter(|p| get_path(old, p) != get_path(new, p)).cloned().chain(old_fields.difference(&new_fields).cloned()).collect()
+            new_fields
+                .iter()
+                .filter(|p| get_path(old, p) != get_path(new, p))
+                .cloned()
+                .chain(old_fields.difference(&new_fields).cloned())
+                .collect()
         }
     };
     let mut list = old.map(entries).unwrap_or_default();
@@ -239,7 +246,10 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, scope: Scope, w: &Wri
     }
     let owned_now: FieldSet = changed.into_iter().filter(|p| get_path(new, p).is_some()).collect();
     if !owned_now.is_empty() {
-        match list.iter_mut().find(|e| e.manager == w.manager && e.operation == "Update" && e.subresource == w.subresource) {
+        match list
+            .iter_mut()
+            .find(|e| e.manager == w.manager && e.operation == "Update" && e.subresource == w.subresource)
+        {
             Some(e) => {
                 e.fields.extend(owned_now);
                 e.time = w.now.into();
@@ -295,7 +305,11 @@ pub fn apply(live: &Value, applied: &Value, scope: Scope, force: bool, w: &Write
         err.details = Some(crate::error::Details {
             causes: conflicts
                 .iter()
-                .map(|(m, f)| Cause { reason: "FieldManagerConflict", field: f.clone(), message: format!("conflict with \"{m}\"") })
+                .map(|(m, f)| Cause {
+                    reason: "FieldManagerConflict",
+                    field: f.clone(),
+                    message: format!("conflict with \"{m}\""),
+                })
                 .collect(),
             ..Default::default()
         });
@@ -382,7 +396,10 @@ mod tests {
     fn fields_v1_round_trips() {
         let o = json!({"metadata": {"name": "x", "labels": {"a": "b"}}, "spec": {"r": 1, "l": [1, 2], "m": {}}});
         let set = fields_of(&o, MAIN);
-        assert_eq!(to_fields_v1(&set), json!({"f:metadata": {"f:labels": {"f:a": {}}}, "f:spec": {"f:r": {}, "f:l": {}, "f:m": {}}}));
+        assert_eq!(
+            to_fields_v1(&set),
+            json!({"f:metadata": {"f:labels": {"f:a": {}}}, "f:spec": {"f:r": {}, "f:l": {}, "f:m": {}}})
+        );
         assert_eq!(from_fields_v1(&to_fields_v1(&set)), set);
     }
 

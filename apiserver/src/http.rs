@@ -67,7 +67,7 @@ fn unauthorized() -> Response {
     )
 }
 
-fn header_str<'a>(h: &'a HeaderMap, name: header::HeaderName) -> &'a str {
+fn header_str(h: &HeaderMap, name: header::HeaderName) -> &str {
     h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
 }
 
@@ -85,7 +85,12 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     let body = match axum::body::to_bytes(body, shared.max_body).await {
         Ok(b) => b,
         Err(_) => {
-            return ApiError::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {}", shared.max_body)).into_response();
+            return ApiError::new(
+                413,
+                "RequestEntityTooLarge",
+                format!("Request entity too large: limit is {}", shared.max_body),
+            )
+            .into_response();
         }
     };
     let query = Query::parse(parts.uri.query());
@@ -100,7 +105,14 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     }
 }
 
-async fn route(shared: &Arc<Shared>, method: &Method, path: &str, q: &Query, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
+async fn route(
+    shared: &Arc<Shared>,
+    method: &Method,
+    path: &str,
+    q: &Query,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> ApiResult<Response> {
     let segs: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
     let accept = header_str(headers, header::ACCEPT);
     let types = shared.api.registry.all();
@@ -108,8 +120,10 @@ async fn route(shared: &Arc<Shared>, method: &Method, path: &str, q: &Query, hea
     match segs.as_slice() {
         ["healthz" | "readyz" | "livez"] => return Ok((StatusCode::OK, "ok").into_response()),
         ["version"] => {
-            return Ok(ok(&json!({"major": "1", "minor": "32", "gitVersion": "v1.32.0-mpiswarm", "gitCommit": "", "gitTreeState": "clean",
-                "buildDate": "2025-01-01T00:00:00Z", "goVersion": "n/a", "compiler": "rustc", "platform": "linux/amd64"})));
+            return Ok(ok(
+                &json!({"major": "1", "minor": "32", "gitVersion": "v1.32.0-mpiswarm", "gitCommit": "", "gitTreeState": "clean",
+                "buildDate": "2025-01-01T00:00:00Z", "goVersion": "n/a", "compiler": "rustc", "platform": "linux/amd64"}),
+            ));
         }
         ["api"] if is_get => {
             return Ok(if discovery::wants_aggregated(accept) {
@@ -125,12 +139,20 @@ async fn route(shared: &Arc<Shared>, method: &Method, path: &str, q: &Query, hea
                 ok(&discovery::api_group_list(&types))
             });
         }
-        ["api", "v1"] if is_get => return discovery::resource_list(&types, "", "v1").map(|v| ok(&v)).ok_or_else(ApiError::no_route),
+        ["api", "v1"] if is_get => {
+            return discovery::resource_list(&types, "", "v1").map(|v| ok(&v)).ok_or_else(ApiError::no_route);
+        }
         ["apis", g] if is_get => return discovery::api_group(&types, g).map(|v| ok(&v)).ok_or_else(ApiError::no_route),
-        ["apis", g, v] if is_get => return discovery::resource_list(&types, g, v).map(|v| ok(&v)).ok_or_else(ApiError::no_route),
+        ["apis", g, v] if is_get => {
+            return discovery::resource_list(&types, g, v).map(|v| ok(&v)).ok_or_else(ApiError::no_route);
+        }
         ["openapi", "v3"] if is_get => return Ok(ok(&openapi::index(&types))),
-        ["openapi", "v3", "api", v] if is_get => return openapi::document(&types, "", v).map(|d| ok(&d)).ok_or_else(ApiError::no_route),
-        ["openapi", "v3", "apis", g, v] if is_get => return openapi::document(&types, g, v).map(|d| ok(&d)).ok_or_else(ApiError::no_route),
+        ["openapi", "v3", "api", v] if is_get => {
+            return openapi::document(&types, "", v).map(|d| ok(&d)).ok_or_else(ApiError::no_route);
+        }
+        ["openapi", "v3", "apis", g, v] if is_get => {
+            return openapi::document(&types, g, v).map(|d| ok(&d)).ok_or_else(ApiError::no_route);
+        }
         _ => {}
     }
     let (group, version, rest) = match segs.as_slice() {
@@ -144,7 +166,8 @@ async fn route(shared: &Arc<Shared>, method: &Method, path: &str, q: &Query, hea
 
 fn resolve(shared: &Shared, group: &str, version: &str, rest: &[&str]) -> ApiResult<Target> {
     let reg = &shared.api.registry;
-    let namespaced_path = rest.len() >= 3 && rest[0] == "namespaces" && !(group.is_empty() && rest.len() == 3 && rest[2] == "status");
+    let namespaced_path =
+        rest.len() >= 3 && rest[0] == "namespaces" && !(group.is_empty() && rest.len() == 3 && rest[2] == "status");
     let (namespace, rest) = if namespaced_path { (Some(rest[1].to_string()), &rest[2..]) } else { (None, rest) };
     let (plural, name, sub) = match rest {
         [p] => (*p, None, None),
@@ -170,12 +193,21 @@ fn resolve(shared: &Shared, group: &str, version: &str, rest: &[&str]) -> ApiRes
 fn check_json_content_type(headers: &HeaderMap) -> ApiResult<()> {
     let ct = header_str(headers, header::CONTENT_TYPE);
     if ct.contains("protobuf") || ct.contains("cbor") {
-        return Err(ApiError::unsupported_media_type(format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {ct:?})")));
+        return Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {ct:?})"
+        )));
     }
     Ok(())
 }
 
-async fn dispatch(shared: &Arc<Shared>, method: &Method, t: Target, q: &Query, headers: &HeaderMap, body: &[u8]) -> ApiResult<Response> {
+async fn dispatch(
+    shared: &Arc<Shared>,
+    method: &Method,
+    t: Target,
+    q: &Query,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> ApiResult<Response> {
     let api = &shared.api;
     let accept = header_str(headers, header::ACCEPT);
     let as_table = table::wants_table(accept);
@@ -204,7 +236,10 @@ async fn dispatch(shared: &Arc<Shared>, method: &Method, t: Target, q: &Query, h
         Method::POST => {
             check_json_content_type(headers)?;
             if t.namespace.is_none() && t.rt.namespaced {
-                return Err(ApiError::method_not_allowed(format!("POST to {} requires a namespace in the path", t.rt.plural)));
+                return Err(ApiError::method_not_allowed(format!(
+                    "POST to {} requires a namespace in the path",
+                    t.rt.plural
+                )));
             }
             api.create(&t, parse_body(&t.rt, body, false)?, &opts)?
         }
@@ -217,11 +252,14 @@ async fn dispatch(shared: &Arc<Shared>, method: &Method, t: Target, q: &Query, h
             api.patch(&t, pt, body, &opts)?
         }
         Method::DELETE => {
-            let options = if body.iter().all(u8::is_ascii_whitespace) { json!({}) } else { parse_body(&t.rt, body, false)? };
+            let options =
+                if body.iter().all(u8::is_ascii_whitespace) { json!({}) } else { parse_body(&t.rt, body, false)? };
             if let Some(p) = q.get("propagationPolicy").or(options["propagationPolicy"].as_str())
                 && !matches!(p, "Background" | "Foreground" | "Orphan")
             {
-                return Err(ApiError::bad_request(format!("unsupported propagationPolicy {p:?}: use Background, Foreground or Orphan")));
+                return Err(ApiError::bad_request(format!(
+                    "unsupported propagationPolicy {p:?}: use Background, Foreground or Orphan"
+                )));
             }
             if t.name.is_some() { api.delete(&t, &options, q)? } else { api.delete_collection(&t, &options, q)? }
         }

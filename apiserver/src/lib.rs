@@ -107,7 +107,8 @@ impl Drop for Running {
 pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
     let dir = args.data_dir.clone();
     std::fs::create_dir_all(&dir).map_err(|e| Error::Io(dir.display().to_string(), e))?;
-    let store = store::Store::open(&dir.join("state.sqlite"), args.watch_history.max(1)).map_err(|e| Error::Storage(e.message))?;
+    let store = store::Store::open(&dir.join("state.sqlite"), args.watch_history.max(1))
+        .map_err(|e| Error::Storage(e.message))?;
     let api = Arc::new(api::Api::new(store));
     api.ensure_namespaces().map_err(|e| Error::Storage(e.message))?;
     let token = tls::token(&dir)?;

@@ -16,7 +16,9 @@ const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 /// The component name kube-apiserver uses for a kind.
 pub fn definition_name(t: &ResourceType) -> String {
     match t.builtin {
-        Some(Builtin::Crd) => "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition".into(),
+        Some(Builtin::Crd) => {
+            "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition".into()
+        }
         Some(Builtin::EventsV1) => format!("io.k8s.api.events.v1.{}", t.kind),
         Some(Builtin::Lease) => format!("io.k8s.api.coordination.v1.{}", t.kind),
         Some(_) => format!("io.k8s.api.core.v1.{}", t.kind),
@@ -31,25 +33,26 @@ pub fn definition_name(t: &ResourceType) -> String {
 fn object_meta() -> Value {
     let s = |d: &str| json!({"type": "string", "description": d});
     json!({"type": "object", "description": "ObjectMeta is metadata that all persisted resources must have, which includes all objects users must create.",
-        "properties": {
-            "name": s("Name must be unique within a namespace."),
-            "generateName": s("GenerateName is an optional prefix, used by the server, to generate a unique name ONLY IF the Name field has not been provided."),
-            "namespace": s("Namespace defines the space within which each name must be unique."),
-            "uid": s("UID is the unique in time and space value for this object."),
-            "resourceVersion": s("An opaque value that represents the internal version of this object."),
-            "generation": {"type": "integer", "format": "int64", "description": "A sequence number representing a specific generation of the desired state."},
-            "creationTimestamp": s("CreationTimestamp is a timestamp representing the server time when this object was created."),
-            "deletionTimestamp": s("DeletionTimestamp is RFC 3339 date and time at which this resource will be deleted."),
-            "labels": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Map of string keys and values that can be used to organize and categorize objects."},
-            "annotations": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Annotations is an unstructured key value map stored with a resource."},
-            "finalizers": {"type": "array", "items": {"type": "string"}, "description": "Must be empty before the object is deleted from the registry."},
-            "ownerReferences": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}, "description": "List of objects depended by this object."},
-            "managedFields": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}, "description": "ManagedFields maps workflow-id and version to the set of fields that are managed by that workflow."}
-        }})
+    "properties": {
+        "name": s("Name must be unique within a namespace."),
+        "generateName": s("GenerateName is an optional prefix, used by the server, to generate a unique name ONLY IF the Name field has not been provided."),
+        "namespace": s("Namespace defines the space within which each name must be unique."),
+        "uid": s("UID is the unique in time and space value for this object."),
+        "resourceVersion": s("An opaque value that represents the internal version of this object."),
+        "generation": {"type": "integer", "format": "int64", "description": "A sequence number representing a specific generation of the desired state."},
+        "creationTimestamp": s("CreationTimestamp is a timestamp representing the server time when this object was created."),
+        "deletionTimestamp": s("DeletionTimestamp is RFC 3339 date and time at which this resource will be deleted."),
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Map of string keys and values that can be used to organize and categorize objects."},
+        "annotations": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Annotations is an unstructured key value map stored with a resource."},
+        "finalizers": {"type": "array", "items": {"type": "string"}, "description": "Must be empty before the object is deleted from the registry."},
+        "ownerReferences": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}, "description": "List of objects depended by this object."},
+        "managedFields": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}, "description": "ManagedFields maps workflow-id and version to the set of fields that are managed by that workflow."}
+    }})
 }
 
 fn kind_schema(t: &ResourceType) -> Value {
-    let mut schema = t.schema.clone().unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+    let mut schema =
+        t.schema.clone().unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
     if let Some(m) = schema.as_object_mut() {
         let props = m.entry("properties").or_insert_with(|| json!({}));
         if let Some(p) = props.as_object_mut() {
@@ -57,7 +60,10 @@ fn kind_schema(t: &ResourceType) -> Value {
             p.insert("kind".into(), json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents."}));
             p.insert("metadata".into(), json!({"allOf": [{"$ref": format!("#/components/schemas/{OBJECT_META}")}], "description": "Standard object's metadata."}));
         }
-        m.insert("x-kubernetes-group-version-kind".into(), json!([{"group": t.group, "version": t.version, "kind": t.kind}]));
+        m.insert(
+            "x-kubernetes-group-version-kind".into(),
+            json!([{"group": t.group, "version": t.version, "kind": t.kind}]),
+        );
     }
     schema
 }
@@ -118,7 +124,10 @@ pub fn index(types: &[Arc<ResourceType>]) -> Value {
     let mut paths = serde_json::Map::new();
     for (path, (g, v)) in gvs {
         if let Some(doc) = document(types, &g, &v) {
-            paths.insert(path.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash={}", hash_of(&doc))}));
+            paths.insert(
+                path.clone(),
+                json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash={}", hash_of(&doc))}),
+            );
         }
     }
     json!({"paths": paths})

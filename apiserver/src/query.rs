@@ -65,10 +65,11 @@ impl Query {
     pub fn number(&self, key: &str) -> ApiResult<Option<u64>> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => v
-                .parse()
-                .map(Some)
-                .map_err(|_| ApiError::bad_request(format!("invalid value {v:?} for query parameter {key:?}: not a non-negative integer"))),
+            Some(v) => v.parse().map(Some).map_err(|_| {
+                ApiError::bad_request(format!(
+                    "invalid value {v:?} for query parameter {key:?}: not a non-negative integer"
+                ))
+            }),
         }
     }
 
@@ -76,7 +77,9 @@ impl Query {
         match self.get("dryRun") {
             None => Ok(false),
             Some("All") => Ok(true),
-            Some(other) => Err(ApiError::bad_request(format!("unsupported dryRun value {other:?}: only \"All\" is supported"))),
+            Some(other) => {
+                Err(ApiError::bad_request(format!("unsupported dryRun value {other:?}: only \"All\" is supported")))
+            }
         }
     }
 }

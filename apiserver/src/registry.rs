@@ -124,7 +124,16 @@ fn builtins() -> Vec<ResourceType> {
         builtin("", "v1", "secrets", "Secret", true, &[], "core/secrets", Builtin::Secret),
         builtin("", "v1", "configmaps", "ConfigMap", true, &["cm"], "core/configmaps", Builtin::ConfigMap),
         builtin("events.k8s.io", "v1", "events", "Event", true, &["ev"], "core/events", Builtin::EventsV1),
-        builtin("coordination.k8s.io", "v1", "leases", "Lease", true, &[], "coordination.k8s.io/leases", Builtin::Lease),
+        builtin(
+            "coordination.k8s.io",
+            "v1",
+            "leases",
+            "Lease",
+            true,
+            &[],
+            "coordination.k8s.io/leases",
+            Builtin::Lease,
+        ),
         builtin(
             "apiextensions.k8s.io",
             "v1",

@@ -36,7 +36,8 @@ fn prune_and_default(schema: &Value, value: &mut Value, path: &str, unknown: &mu
             let embedded = schema["x-kubernetes-embedded-resource"].as_bool() == Some(true);
             let keys: Vec<String> = map.keys().cloned().collect();
             for k in keys {
-                let sub = props.and_then(|p| p.get(&k)).or(if additional.is_object() { Some(additional) } else { None });
+                let sub =
+                    props.and_then(|p| p.get(&k)).or(if additional.is_object() { Some(additional) } else { None });
                 match sub {
                     Some(sub) => {
                         if map[&k].is_null() && sub["nullable"].as_bool() != Some(true) {
@@ -103,7 +104,11 @@ pub fn shown(v: &Value) -> String {
 }
 
 fn invalid(causes: &mut Vec<Cause>, path: &str, v: &Value, detail: String) {
-    causes.push(Cause { reason: "FieldValueInvalid", field: path.into(), message: format!("Invalid value: {}: {detail}", shown(v)) });
+    causes.push(Cause {
+        reason: "FieldValueInvalid",
+        field: path.into(),
+        message: format!("Invalid value: {}: {detail}", shown(v)),
+    });
 }
 
 fn validate(schema: &Value, v: &Value, old: Option<&Value>, path: &str, causes: &mut Vec<Cause>) {
@@ -201,7 +206,11 @@ fn validate(schema: &Value, v: &Value, old: Option<&Value>, path: &str, causes: 
         Value::Object(map) => {
             for r in schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str) {
                 if !map.contains_key(r) {
-                    causes.push(Cause { reason: "FieldValueRequired", field: child(path, r), message: "Required value".into() });
+                    causes.push(Cause {
+                        reason: "FieldValueRequired",
+                        field: child(path, r),
+                        message: "Required value".into(),
+                    });
                 }
             }
             if let Some(max) = schema["maxProperties"].as_u64()
@@ -237,11 +246,16 @@ pub fn check(schema: &Value, object: &mut Value, old: Option<&Value>) -> Checked
         return out;
     };
     // apiVersion, kind and metadata belong to the server, not to the schema.
-    let mut body: Map<String, Value> = obj.iter().filter(|(k, _)| !is_envelope(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut body: Map<String, Value> =
+        obj.iter().filter(|(k, _)| !is_envelope(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
     let mut value = Value::Object(std::mem::take(&mut body));
     prune_and_default(schema, &mut value, "", &mut out.unknown);
     let old_body = old.map(|o| {
-        Value::Object(o.as_object().map(|m| m.iter().filter(|(k, _)| !is_envelope(k)).map(|(k, v)| (k.clone(), v.clone())).collect()).unwrap_or_default())
+        Value::Object(
+            o.as_object()
+                .map(|m| m.iter().filter(|(k, _)| !is_envelope(k)).map(|(k, v)| (k.clone(), v.clone())).collect())
+                .unwrap_or_default(),
+        )
     });
     // The root schema's own rules see `self` with the envelope, as in Kubernetes.
     let mut root_schema = schema.clone();
@@ -253,7 +267,11 @@ pub fn check(schema: &Value, object: &mut Value, old: Option<&Value>) -> Checked
     if let Some(m) = value.as_object() {
         for r in schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str) {
             if !m.contains_key(r) && !is_envelope(r) {
-                out.causes.push(Cause { reason: "FieldValueRequired", field: r.into(), message: "Required value".into() });
+                out.causes.push(Cause {
+                    reason: "FieldValueRequired",
+                    field: r.into(),
+                    message: "Required value".into(),
+                });
             }
         }
     }

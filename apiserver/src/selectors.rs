@@ -162,7 +162,9 @@ impl FieldSelector {
             } else if let Some((f, v)) = part.split_once('=') {
                 (f, true, v)
             } else {
-                return Err(ApiError::bad_request(format!("invalid selector: '{selector}'; can't understand '{part}'")));
+                return Err(ApiError::bad_request(format!(
+                    "invalid selector: '{selector}'; can't understand '{part}'"
+                )));
             };
             let field = field.trim();
             if field != "metadata.name" && field != "metadata.namespace" && !allowed.contains(&field) {

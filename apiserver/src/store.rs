@@ -119,8 +119,7 @@ CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 ";
 
 fn meta_get(conn: &Connection, name: &str) -> rusqlite::Result<u64> {
-    let v: Option<i64> =
-        conn.query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| r.get(0)).optional()?;
+    let v: Option<i64> = conn.query_row("SELECT value FROM meta WHERE name = ?1", [name], |r| r.get(0)).optional()?;
     Ok(v.unwrap_or(0) as u64)
 }
 
@@ -196,7 +195,12 @@ impl Store {
     /// Every object whose key starts with `prefix`, at one resourceVersion.
     pub fn list(&self, prefix: &str) -> Snapshot {
         let inner = self.lock();
-        let items = inner.objects.range(prefix.to_string()..).take_while(|(k, _)| k.starts_with(prefix)).map(|(_, v)| v.clone()).collect();
+        let items = inner
+            .objects
+            .range(prefix.to_string()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(_, v)| v.clone())
+            .collect();
         Snapshot { rv: inner.rv, items }
     }
 
@@ -204,7 +208,8 @@ impl Store {
     pub fn list_after(&self, prefix: &str, after: &str) -> Snapshot {
         let inner = self.lock();
         let start = if after.is_empty() { prefix.to_string() } else { format!("{after}\u{0}") };
-        let items = inner.objects.range(start..).take_while(|(k, _)| k.starts_with(prefix)).map(|(_, v)| v.clone()).collect();
+        let items =
+            inner.objects.range(start..).take_while(|(k, _)| k.starts_with(prefix)).map(|(_, v)| v.clone()).collect();
         Snapshot { rv: inner.rv, items }
     }
 
@@ -271,7 +276,13 @@ impl Store {
                 inner.objects.insert(key.to_string(), object.clone());
             }
         }
-        inner.log.push_back(Arc::new(Change { rv: next_rv, kind, key: key.to_string(), object: object.clone(), prev: current }));
+        inner.log.push_back(Arc::new(Change {
+            rv: next_rv,
+            kind,
+            key: key.to_string(),
+            object: object.clone(),
+            prev: current,
+        }));
         trim_log(&mut inner, self.history);
         inner.writes_since_compaction += 1;
         if inner.writes_since_compaction >= 256 {

@@ -141,18 +141,29 @@ mod tests {
 
     #[test]
     fn ages_read_like_kubectl() {
-        for (s, want) in [(5, "5s"), (119, "119s"), (150, "2m30s"), (600, "10m"), (3 * 3600 + 60, "3h1m"), (9 * 3600, "9h"), (50 * 3600, "2d2h"), (10 * 86400, "10d")] {
+        for (s, want) in [
+            (5, "5s"),
+            (119, "119s"),
+            (150, "2m30s"),
+            (600, "10m"),
+            (3 * 3600 + 60, "3h1m"),
+            (9 * 3600, "9h"),
+            (50 * 3600, "2d2h"),
+            (10 * 86400, "10d"),
+        ] {
             assert_eq!(human_duration(s), want);
         }
     }
 
     #[test]
     fn printer_columns_follow_json_paths_including_filters() {
-        let mut rt = crate::registry::from_crd(&json!({"spec": {"group": "g.io", "names": {"plural": "ks", "kind": "K"}, "scope": "Namespaced",
+        let mut rt = crate::registry::from_crd(
+            &json!({"spec": {"group": "g.io", "names": {"plural": "ks", "kind": "K"}, "scope": "Namespaced",
             "versions": [{"name": "v1", "served": true, "storage": true, "additionalPrinterColumns": [
                 {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
                 {"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"},
-                {"name": "Workers", "type": "integer", "jsonPath": ".spec.workers"}]}]}}));
+                {"name": "Workers", "type": "integer", "jsonPath": ".spec.workers"}]}]}}),
+        );
         let rt = rt.remove(0);
         let o = json!({"metadata": {"name": "a"}, "spec": {"workers": 3}, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
         let t = table(&rt, &[o], 7, None);

@@ -17,7 +17,8 @@ fn write_private(path: &Path, contents: &str) -> Result<(), Error> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|e| Error::Io(path.display().to_string(), e))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| Error::Io(path.display().to_string(), e))?;
     }
     Ok(())
 }
@@ -101,7 +102,9 @@ pub fn load_or_create(dir: &Path, listen: SocketAddr) -> Result<Tls, Error> {
 pub fn kubeconfig(server: &str, token: &str, ca_pem: Option<&str>) -> String {
     use base64::Engine;
     let ca = ca_pem
-        .map(|pem| format!("    certificate-authority-data: {}\n", base64::engine::general_purpose::STANDARD.encode(pem)))
+        .map(|pem| {
+            format!("    certificate-authority-data: {}\n", base64::engine::general_purpose::STANDARD.encode(pem))
+        })
         .unwrap_or_default();
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: mpiswarm\n  cluster:\n    server: {server}\n{ca}users:\n- name: mpiswarm-admin\n  user:\n    token: {token}\ncontexts:\n- name: mpiswarm\n  context:\n    cluster: mpiswarm\n    user: mpiswarm-admin\n    namespace: default\ncurrent-context: mpiswarm\n"

@@ -31,11 +31,20 @@ pub struct WatchRequest {
 }
 
 impl WatchRequest {
-    pub fn new(target: Target, q: &Query, as_table: bool, default_timeout: Duration, bookmark_every: Duration) -> ApiResult<Self> {
+    pub fn new(
+        target: Target,
+        q: &Query,
+        as_table: bool,
+        default_timeout: Duration,
+        bookmark_every: Duration,
+    ) -> ApiResult<Self> {
         let filter = Filter::new(&target.rt, q)?;
         let from = match q.get("resourceVersion") {
             None | Some("0") => None,
-            Some(rv) => Some(rv.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}: not a number")))?),
+            Some(rv) => Some(
+                rv.parse::<u64>()
+                    .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}: not a number")))?,
+            ),
         };
         let timeout = q.number("timeoutSeconds")?.map(Duration::from_secs).unwrap_or(default_timeout);
         Ok(Self {
@@ -125,7 +134,8 @@ pub async fn run(api: Arc<Api>, w: WatchRequest, tx: Tx) {
                     }
                     let now_view = view(&w.target.rt, &c.object);
                     let matches_now = w.filter.matches(&now_view);
-                    let before = c.prev.as_ref().map(|p| w.filter.matches(&view(&w.target.rt, p))).unwrap_or(matches_now);
+                    let before =
+                        c.prev.as_ref().map(|p| w.filter.matches(&view(&w.target.rt, p))).unwrap_or(matches_now);
                     let kind = match (c.kind, before, matches_now) {
                         (ChangeType::Deleted, true, _) => Some("DELETED"),
                         (ChangeType::Added, _, true) => Some("ADDED"),

@@ -79,7 +79,8 @@ async fn acknowledged_writes_survive_kill_9_and_watches_resume_exactly_once() {
     // A watcher from the start, recording what it saw before the crash.
     let seen: Arc<Mutex<Vec<(u64, String)>>> = Arc::default();
     let watch = {
-        let (http, url, seen) = (server.http.clone(), format!("{cms}?watch=true&resourceVersion={start_rv}"), seen.clone());
+        let (http, url, seen) =
+            (server.http.clone(), format!("{cms}?watch=true&resourceVersion={start_rv}"), seen.clone());
         tokio::spawn(async move {
             let resp = http.get(url).send().await.expect("watch");
             let mut body = resp.bytes_stream();
@@ -89,7 +90,9 @@ async fn acknowledged_writes_survive_kill_9_and_watches_resume_exactly_once() {
                 while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
                     let line: Vec<u8> = buf.drain(..=pos).collect();
                     let ev: Value = serde_json::from_slice(&line).expect("event json");
-                    seen.lock().expect("lock").push((rv_of(&ev["object"]), ev["type"].as_str().unwrap_or_default().to_string()));
+                    seen.lock()
+                        .expect("lock")
+                        .push((rv_of(&ev["object"]), ev["type"].as_str().unwrap_or_default().to_string()));
                 }
             }
         })
@@ -137,8 +140,8 @@ async fn acknowledged_writes_survive_kill_9_and_watches_resume_exactly_once() {
     }
     watch.await.expect("watch task");
 
-    let acked = Arc::try_unwrap(acked).ok().expect("sole owner").into_inner().expect("lock");
-    let seen = Arc::try_unwrap(seen).ok().expect("sole owner").into_inner().expect("lock");
+    let acked = std::mem::take(&mut *acked.lock().expect("lock"));
+    let seen = std::mem::take(&mut *seen.lock().expect("lock"));
     assert!(acked.count >= kill_after, "acked {} before the kill at {kill_after}", acked.count);
 
     let server = spawn(dir.path()).await;
@@ -151,7 +154,12 @@ async fn acknowledged_writes_survive_kill_9_and_watches_resume_exactly_once() {
         .as_array()
         .expect("items")
         .iter()
-        .map(|o| (o["metadata"]["name"].as_str().expect("name").to_string(), o["data"]["i"].as_str().expect("i").parse().expect("n")))
+        .map(|o| {
+            (
+                o["metadata"]["name"].as_str().expect("name").to_string(),
+                o["data"]["i"].as_str().expect("i").parse().expect("n"),
+            )
+        })
         .collect();
     for (name, i) in &acked.latest {
         let got = stored.get(name).unwrap_or_else(|| panic!("acknowledged object {name} lost"));

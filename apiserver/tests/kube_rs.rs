@@ -25,7 +25,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq)]
-#[kube(group = "test.mpiswarm.io", version = "v1", kind = "Widget", namespaced, status = "WidgetStatus", schema = "disabled")]
+#[kube(
+    group = "test.mpiswarm.io",
+    version = "v1",
+    kind = "Widget",
+    namespaced,
+    status = "WidgetStatus",
+    schema = "disabled"
+)]
 pub struct WidgetSpec {
     size: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -49,9 +56,12 @@ async fn client(s: &Server) -> Client {
 }
 
 async fn install_crd(client: &Client) {
-    let crd: CustomResourceDefinition = serde_yaml::from_str(&std::fs::read_to_string(fixture("widget-crd.yaml")).expect("fixture")).expect("crd yaml");
+    let crd: CustomResourceDefinition =
+        serde_yaml::from_str(&std::fs::read_to_string(fixture("widget-crd.yaml")).expect("fixture")).expect("crd yaml");
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    api.patch("widgets.test.mpiswarm.io", &PatchParams::apply("test").force(), &Patch::Apply(&crd)).await.expect("crd applied");
+    api.patch("widgets.test.mpiswarm.io", &PatchParams::apply("test").force(), &Patch::Apply(&crd))
+        .await
+        .expect("crd applied");
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,15 +90,33 @@ async fn reconcile(w: Arc<Widget>, ctx: Arc<Ctx>) -> Result<Action, kube::runtim
                 if w.status.as_ref().and_then(|s| s.observed_generation) != generation {
                     let status = json!({"apiVersion": "test.mpiswarm.io/v1", "kind": "Widget",
                         "status": {"phase": "Ready", "observedGeneration": generation}});
-                    status_api.patch_status(&w.name_any(), &PatchParams::apply("widget-controller").force(), &Patch::Apply(&status)).await?;
-                    let ev = KubeEvent { type_: EventType::Normal, reason: "Ready".into(), note: Some(format!("size {}", w.spec.size)), action: "Reconcile".into(), secondary: None };
+                    status_api
+                        .patch_status(
+                            &w.name_any(),
+                            &PatchParams::apply("widget-controller").force(),
+                            &Patch::Apply(&status),
+                        )
+                        .await?;
+                    let ev = KubeEvent {
+                        type_: EventType::Normal,
+                        reason: "Ready".into(),
+                        note: Some(format!("size {}", w.spec.size)),
+                        action: "Reconcile".into(),
+                        secondary: None,
+                    };
                     c.recorder.publish(&ev, &w.object_ref(&())).await?;
                 }
                 Ok(Action::await_change())
             }
             Finalizer::Cleanup(w) => {
                 c.cleanups.fetch_add(1, Ordering::SeqCst);
-                let ev = KubeEvent { type_: EventType::Normal, reason: "Deleted".into(), note: None, action: "Cleanup".into(), secondary: None };
+                let ev = KubeEvent {
+                    type_: EventType::Normal,
+                    reason: "Deleted".into(),
+                    note: None,
+                    action: "Cleanup".into(),
+                    secondary: None,
+                };
                 c.recorder.publish(&ev, &w.object_ref(&())).await?;
                 Ok(Action::await_change())
             }
@@ -107,7 +135,9 @@ fn widget(name: &str, size: i64) -> Widget {
 
 fn ready(s: &Server, name: &str, generation: i64) -> bool {
     s.stored(&format!("test.mpiswarm.io/widgets/default/{name}")).is_some_and(|o| {
-        o["status"]["phase"] == "Ready" && o["status"]["observedGeneration"] == generation && o["metadata"]["finalizers"][0] == FINALIZER
+        o["status"]["phase"] == "Ready"
+            && o["status"]["observedGeneration"] == generation
+            && o["metadata"]["finalizers"][0] == FINALIZER
     })
 }
 
@@ -119,7 +149,10 @@ async fn a_controller_with_finalizer_recorder_and_ssa_status_reaches_a_steady_st
     let widgets: Api<Widget> = Api::namespaced(client.clone(), "default");
     let ctx = Arc::new(Ctx {
         client: client.clone(),
-        recorder: Recorder::new(client.clone(), Reporter { controller: "widget-controller".into(), instance: Some("test".into()) }),
+        recorder: Recorder::new(
+            client.clone(),
+            Reporter { controller: "widget-controller".into(), instance: Some("test".into()) },
+        ),
         reconciles: AtomicUsize::new(0),
         cleanups: AtomicUsize::new(0),
     });
@@ -132,7 +165,8 @@ async fn a_controller_with_finalizer_recorder_and_ssa_status_reaches_a_steady_st
     let created = widgets.create(&PostParams::default(), &widget("one", 3)).await.expect("create");
     assert_eq!(created.spec.color.as_deref(), Some("blue"), "the schema default was applied");
     s.until("widget one ready", |s| ready(s, "one", 1)).await;
-    let settled_rv = s.stored("test.mpiswarm.io/widgets/default/one").expect("one")["metadata"]["resourceVersion"].clone();
+    let settled_rv =
+        s.stored("test.mpiswarm.io/widgets/default/one").expect("one")["metadata"]["resourceVersion"].clone();
 
     // A spec change bumps the generation and is reconciled again.
     widgets.patch("one", &PatchParams::default(), &Patch::Merge(json!({"spec": {"size": 5}}))).await.expect("patch");
@@ -143,10 +177,21 @@ async fn a_controller_with_finalizer_recorder_and_ssa_status_reaches_a_steady_st
     assert_ne!(one_rv, settled_rv);
     widgets.create(&PostParams::default(), &widget("two", 1)).await.expect("create two");
     s.until("widget two ready", |s| ready(s, "two", 1)).await;
-    assert_eq!(s.stored("test.mpiswarm.io/widgets/default/one").expect("one")["metadata"]["resourceVersion"], one_rv, "the controller kept rewriting a settled object");
+    assert_eq!(
+        s.stored("test.mpiswarm.io/widgets/default/one").expect("one")["metadata"]["resourceVersion"],
+        one_rv,
+        "the controller kept rewriting a settled object"
+    );
 
     // The Recorder's events (a repeat becomes a series) read back in the core view.
-    let core = s.kubectl_ok(&["get", "events", "--field-selector", "involvedObject.name=one,reason=Ready", "-o", "jsonpath={.items[*].message}/{.items[*].count}"]);
+    let core = s.kubectl_ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=one,reason=Ready",
+        "-o",
+        "jsonpath={.items[*].message}/{.items[*].count}",
+    ]);
     assert_eq!(core, "size 3/2");
 
     // Deleting runs the cleanup branch, then the finalizer goes and so does the object.
@@ -156,11 +201,18 @@ async fn a_controller_with_finalizer_recorder_and_ssa_status_reaches_a_steady_st
     assert!(ctx.reconciles.load(Ordering::SeqCst) >= 3);
 
     // Invalid objects are refused with the field named.
-    let err = widgets.create(&PostParams::default(), &Widget::new("big", WidgetSpec { size: 50, color: Some("red".into()) })).await.unwrap_err();
+    let err = widgets
+        .create(&PostParams::default(), &Widget::new("big", WidgetSpec { size: 50, color: Some("red".into()) }))
+        .await
+        .unwrap_err();
     match err {
         kube::Error::Api(status) => {
             assert_eq!(status.code, 422);
-            assert!(status.message.contains("spec.size") && status.message.contains("red widgets are at most 10 big"), "{}", status.message);
+            assert!(
+                status.message.contains("spec.size") && status.message.contains("red widgets are at most 10 big"),
+                "{}",
+                status.message
+            );
         }
         other => panic!("expected a 422, got {other}"),
     }
@@ -196,7 +248,8 @@ async fn one_of_two_lease_manager_contenders_holds_the_lease() {
     assert_eq!(lease.spec.and_then(|s| s.holder_identity).as_deref(), Some(leader));
 
     // The leader steps down; the other contender takes over.
-    let (leader_rx, mut follower, leader_task, _follower_task) = if a_leads { (a, b, a_task, b_task) } else { (b, a, b_task, a_task) };
+    let (leader_rx, mut follower, leader_task, _follower_task) =
+        if a_leads { (a, b, a_task, b_task) } else { (b, a, b_task, a_task) };
     drop(leader_rx);
     leader_task.await.expect("join").expect("released cleanly");
     tokio::time::timeout(Duration::from_secs(60), async {

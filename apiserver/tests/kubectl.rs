@@ -18,7 +18,10 @@ fn pi() -> String {
 
 async fn with_pi() -> Server {
     let s = Server::start().await;
-    assert!(s.kubectl_ok(&["apply", "-f", &crd()]).contains("customresourcedefinition.apiextensions.k8s.io/mpijobs.mpiswarm.io created"));
+    assert!(
+        s.kubectl_ok(&["apply", "-f", &crd()])
+            .contains("customresourcedefinition.apiextensions.k8s.io/mpijobs.mpiswarm.io created")
+    );
     assert!(s.kubectl_ok(&["apply", "-f", &pi()]).contains("mpijob.mpiswarm.io/pi created"));
     s
 }
@@ -54,7 +57,13 @@ async fn apply_client_side_then_server_side_then_get_describe_explain() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn status_patch_is_seen_by_get_watch_and_satisfies_wait() {
     let s = with_pi().await;
-    let mut watch = s.kubectl_cmd().args(["get", "mpij", "-w", "--no-headers"]).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("kubectl get -w");
+    let mut watch = s
+        .kubectl_cmd()
+        .args(["get", "mpij", "-w", "--no-headers"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl get -w");
     let mut lines = BufReader::new(watch.stdout.take().expect("stdout")).lines();
     let first = lines.next().expect("initial row").expect("utf8");
     assert!(first.starts_with("pi "), "{first}");
@@ -71,7 +80,8 @@ async fn status_patch_is_seen_by_get_watch_and_satisfies_wait() {
     assert!(waited.contains("condition met"), "{waited}");
 
     // Spec changes through /status are ignored; status did not bump generation.
-    let out = s.kubectl_ok(&["patch", "mpij", "pi", "--subresource=status", "--type=merge", "-p", r#"{"spec":{"ranks":9}}"#]);
+    let out =
+        s.kubectl_ok(&["patch", "mpij", "pi", "--subresource=status", "--type=merge", "-p", r#"{"spec":{"ranks":9}}"#]);
     assert!(out.contains("patched (no change)"), "{out}");
     let gen_ranks = s.kubectl_ok(&["get", "mpij", "pi", "-o", "jsonpath={.metadata.generation} {.spec.ranks}"]);
     assert_eq!(gen_ranks, "1 4");
@@ -80,15 +90,35 @@ async fn status_patch_is_seen_by_get_watch_and_satisfies_wait() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn delete_waits_for_the_finalizer_to_be_removed() {
     let s = with_pi().await;
-    s.kubectl_ok(&["patch", "mpij", "pi", "--type=merge", "-p", r#"{"metadata":{"finalizers":["test.mpiswarm.io/hold"]}}"#]);
-    let mut delete = s.kubectl_cmd().args(["delete", "mpij", "pi", "--timeout=60s"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("kubectl delete");
+    s.kubectl_ok(&[
+        "patch",
+        "mpij",
+        "pi",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["test.mpiswarm.io/hold"]}}"#,
+    ]);
+    let mut delete = s
+        .kubectl_cmd()
+        .args(["delete", "mpij", "pi", "--timeout=60s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl delete");
     s.until("deletionTimestamp set", |s| {
         s.stored("mpiswarm.io/mpijobs/default/pi").is_some_and(|o| o["metadata"]["deletionTimestamp"].is_string())
     })
     .await;
     assert!(delete.try_wait().expect("poll").is_none(), "kubectl delete returned while a finalizer was pending");
 
-    let rejected = s.kubectl(&["patch", "mpij", "pi", "--type=merge", "-p", r#"{"metadata":{"finalizers":["test.mpiswarm.io/hold","other/new"]}}"#]);
+    let rejected = s.kubectl(&[
+        "patch",
+        "mpij",
+        "pi",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":["test.mpiswarm.io/hold","other/new"]}}"#,
+    ]);
     assert!(!rejected.status.success());
     assert!(stderr(&rejected).contains("no new finalizers can be added"), "{}", stderr(&rejected));
 
@@ -122,7 +152,11 @@ async fn invalid_and_unknown_fields_are_rejected_with_the_field_named() {
 
     let out = s.kubectl(&["patch", "mpij", "pi", "-p", r#"{"spec":{"ranks":2}}"#]);
     assert!(!out.status.success());
-    assert!(stderr(&out).contains("UnsupportedMediaType") || stderr(&out).contains("unknown format"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("UnsupportedMediaType") || stderr(&out).contains("unknown format"),
+        "{}",
+        stderr(&out)
+    );
     assert!(s.kubectl_ok(&["get", "mpij", "pi", "-o", "jsonpath={.spec.ranks}"]) == "4");
 }
 

@@ -13,10 +13,11 @@ async fn the_python_kubernetes_client_works_against_the_server() {
     s.kubectl_ok(&["apply", "-f", fixture("widget-crd.yaml").to_str().expect("utf8")]);
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/client_check.py");
     let kubeconfig = s.kubeconfig().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || std::process::Command::new("python3").arg(script).arg(kubeconfig).output())
-        .await
-        .expect("join")
-        .expect("python3 runs (install it and `pip install -r .ci/requirements.txt`)");
+    let out =
+        tokio::task::spawn_blocking(move || std::process::Command::new("python3").arg(script).arg(kubeconfig).output())
+            .await
+            .expect("join")
+            .expect("python3 runs (install it and `pip install -r .ci/requirements.txt`)");
     assert!(out.status.success(), "python client check failed:\n{}\n{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).contains("python client: ok"));
 }

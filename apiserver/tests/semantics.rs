@@ -66,7 +66,9 @@ impl Events {
                 let line: Vec<u8> = self.buf.drain(..=pos).collect();
                 return serde_json::from_slice(&line).expect("event json");
             }
-            let chunk = tokio::time::timeout(std::time::Duration::from_secs(30), self.body.next()).await.expect("event in time");
+            let chunk = tokio::time::timeout(std::time::Duration::from_secs(30), self.body.next())
+                .await
+                .expect("event in time");
             self.buf.extend_from_slice(&chunk.expect("stream open").expect("chunk"));
         }
     }
@@ -101,7 +103,13 @@ async fn lists_paginate_and_filter() {
         let (code, page) = c.get(&path).await;
         assert_eq!(code, 200);
         pages += 1;
-        names.extend(page["items"].as_array().expect("items").iter().map(|i| i["metadata"]["name"].as_str().expect("name").to_string()));
+        names.extend(
+            page["items"]
+                .as_array()
+                .expect("items")
+                .iter()
+                .map(|i| i["metadata"]["name"].as_str().expect("name").to_string()),
+        );
         match page["metadata"]["continue"].as_str() {
             Some(token) => path = format!("{CMS}?limit=10&continue={token}"),
             None => break,
@@ -114,10 +122,12 @@ async fn lists_paginate_and_filter() {
     assert_eq!(odd["items"].as_array().expect("items").len(), 12);
     let (_, one) = c.get(&format!("{CMS}?fieldSelector=metadata.name%3Dcm-07")).await;
     assert_eq!(one["items"].as_array().expect("items").len(), 1);
-    let (_, not_one) = c.get(&format!("{CMS}?fieldSelector=metadata.name!%3Dcm-07&labelSelector=tier%20in%20(odd)")).await;
+    let (_, not_one) =
+        c.get(&format!("{CMS}?fieldSelector=metadata.name!%3Dcm-07&labelSelector=tier%20in%20(odd)")).await;
     assert_eq!(not_one["items"].as_array().expect("items").len(), 11);
 
-    let (code, deleted) = c.send(reqwest::Method::DELETE, &format!("{CMS}?labelSelector=tier%3Deven"), "", Value::Null).await;
+    let (code, deleted) =
+        c.send(reqwest::Method::DELETE, &format!("{CMS}?labelSelector=tier%3Deven"), "", Value::Null).await;
     assert_eq!(code, 200);
     assert_eq!(deleted["items"].as_array().expect("items").len(), 13);
     let (_, rest) = c.get(CMS).await;
@@ -127,7 +137,8 @@ async fn lists_paginate_and_filter() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn generate_name_dry_run_and_no_op_writes() {
     let (s, c) = setup().await;
-    let (code, made) = c.post(CMS, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "gen-"}})).await;
+    let (code, made) =
+        c.post(CMS, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "gen-"}})).await;
     assert_eq!(code, 201);
     let name = made["metadata"]["name"].as_str().expect("name");
     assert!(name.starts_with("gen-") && name.len() == 9, "{name}");
@@ -153,12 +164,22 @@ async fn generation_and_the_status_subresource() {
     assert_eq!(created["metadata"]["generation"], 1);
     assert!(created.get("status").is_none(), "create must drop status when there is a status subresource");
 
-    let (_, labelled) = c.merge(&format!("{WIDGETS}/w"), json!({"metadata": {"labels": {"a": "b"}}, "status": {"phase": "Ignored"}})).await;
+    let (_, labelled) = c
+        .merge(&format!("{WIDGETS}/w"), json!({"metadata": {"labels": {"a": "b"}}, "status": {"phase": "Ignored"}}))
+        .await;
     assert_eq!(labelled["metadata"]["generation"], 1);
     assert!(labelled.get("status").is_none());
 
-    let (_, status) = c.merge(&format!("{WIDGETS}/w/status"), json!({"spec": {"size": 99}, "status": {"phase": "Ready"}})).await;
-    assert_eq!((status["status"]["phase"].as_str(), status["spec"]["size"].as_i64(), status["metadata"]["generation"].as_i64()), (Some("Ready"), Some(2), Some(1)));
+    let (_, status) =
+        c.merge(&format!("{WIDGETS}/w/status"), json!({"spec": {"size": 99}, "status": {"phase": "Ready"}})).await;
+    assert_eq!(
+        (
+            status["status"]["phase"].as_str(),
+            status["spec"]["size"].as_i64(),
+            status["metadata"]["generation"].as_i64()
+        ),
+        (Some("Ready"), Some(2), Some(1))
+    );
 
     let (_, bumped) = c.merge(&format!("{WIDGETS}/w"), json!({"spec": {"size": 3}})).await;
     assert_eq!(bumped["metadata"]["generation"], 2);
@@ -178,10 +199,14 @@ async fn generation_and_the_status_subresource() {
 async fn server_side_apply_owns_removes_and_conflicts() {
     let (_s, c) = setup().await;
     let path = format!("{CMS}/ssa");
-    let applied = |labels: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa", "labels": labels}});
+    let applied =
+        |labels: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa", "labels": labels}});
     let (code, first) = c.apply(&format!("{path}?fieldManager=alice"), applied(json!({"x": "1", "y": "2"}))).await;
     assert_eq!(code, 201);
-    assert_eq!(first["metadata"]["managedFields"][0]["fieldsV1"], json!({"f:metadata": {"f:labels": {"f:x": {}, "f:y": {}}}}));
+    assert_eq!(
+        first["metadata"]["managedFields"][0]["fieldsV1"],
+        json!({"f:metadata": {"f:labels": {"f:x": {}, "f:y": {}}}})
+    );
 
     let (code, again) = c.apply(&format!("{path}?fieldManager=alice"), applied(json!({"x": "1", "y": "2"}))).await;
     assert_eq!((code, rv(&again)), (200, rv(&first)), "a repeated apply must be a no-op");
@@ -196,7 +221,12 @@ async fn server_side_apply_owns_removes_and_conflicts() {
 
     let (code, forced) = c.apply(&format!("{path}?fieldManager=bob&force=true"), applied(json!({"x": "2"}))).await;
     assert_eq!((code, forced["metadata"]["labels"]["x"].as_str()), (200, Some("2")));
-    let managers: Vec<&str> = forced["metadata"]["managedFields"].as_array().expect("mf").iter().filter_map(|e| e["manager"].as_str()).collect();
+    let managers: Vec<&str> = forced["metadata"]["managedFields"]
+        .as_array()
+        .expect("mf")
+        .iter()
+        .filter_map(|e| e["manager"].as_str())
+        .collect();
     assert_eq!(managers, ["bob"], "force moves ownership");
 }
 
@@ -206,7 +236,11 @@ async fn watches_stream_initial_events_bookmarks_and_selector_transitions() {
     c.post(CMS, cm("a", json!({"team": "x"}))).await;
     c.post(CMS, cm("b", json!({"team": "y"}))).await;
 
-    let mut initial = c.watch(&format!("{CMS}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true")).await;
+    let mut initial = c
+        .watch(&format!(
+            "{CMS}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
+        ))
+        .await;
     let names: Vec<Value> = vec![initial.next().await, initial.next().await];
     assert!(names.iter().all(|e| e["type"] == "ADDED"));
     let end = initial.next().await;
@@ -220,7 +254,11 @@ async fn watches_stream_initial_events_bookmarks_and_selector_transitions() {
     assert_eq!((first["type"].as_str(), first["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("a")));
     c.merge(&format!("{CMS}/a"), json!({"metadata": {"labels": {"team": "z"}}})).await;
     let left = selected.next().await;
-    assert_eq!((left["type"].as_str(), left["object"]["metadata"]["name"].as_str()), (Some("DELETED"), Some("a")), "leaving the selector is a DELETED");
+    assert_eq!(
+        (left["type"].as_str(), left["object"]["metadata"]["name"].as_str()),
+        (Some("DELETED"), Some("a")),
+        "leaving the selector is a DELETED"
+    );
     c.merge(&format!("{CMS}/b"), json!({"metadata": {"labels": {"team": "x"}}})).await;
     let joined = selected.next().await;
     assert_eq!((joined["type"].as_str(), joined["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("b")));
@@ -237,16 +275,32 @@ async fn events_have_one_store_and_two_views_and_tables_use_printer_columns() {
         "reason": "Made", "message": "made it", "type": "Normal", "source": {"component": "tester"}});
     assert_eq!(c.post("/api/v1/namespaces/default/events", core_event).await.0, 201);
     let (_, v1) = c.get("/apis/events.k8s.io/v1/namespaces/default/events/w.1").await;
-    assert_eq!((v1["regarding"]["name"].as_str(), v1["note"].as_str(), v1["reportingController"].as_str()), (Some("w"), Some("made it"), Some("tester")));
-    let (_, listed) = c.get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dw%2CinvolvedObject.uid%3Du1").await;
+    assert_eq!(
+        (v1["regarding"]["name"].as_str(), v1["note"].as_str(), v1["reportingController"].as_str()),
+        (Some("w"), Some("made it"), Some("tester"))
+    );
+    let (_, listed) = c
+        .get("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dw%2CinvolvedObject.uid%3Du1")
+        .await;
     assert_eq!(listed["kind"], "EventList");
     assert_eq!(listed["items"][0]["message"], "made it");
 
-    c.post(WIDGETS, json!({"apiVersion": "test.mpiswarm.io/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 7}})).await;
-    let resp = c.http.get(format!("{}{WIDGETS}", c.base)).header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json").send().await.expect("table");
+    c.post(
+        WIDGETS,
+        json!({"apiVersion": "test.mpiswarm.io/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 7}}),
+    )
+    .await;
+    let resp = c
+        .http
+        .get(format!("{}{WIDGETS}", c.base))
+        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json")
+        .send()
+        .await
+        .expect("table");
     assert_eq!(resp.headers()["content-type"], "application/json;as=Table;v=v1;g=meta.k8s.io");
     let table: Value = resp.json().await.expect("json");
-    let cols: Vec<&str> = table["columnDefinitions"].as_array().expect("cols").iter().filter_map(|c| c["name"].as_str()).collect();
+    let cols: Vec<&str> =
+        table["columnDefinitions"].as_array().expect("cols").iter().filter_map(|c| c["name"].as_str()).collect();
     assert_eq!(cols, ["Name", "Size", "Phase"]);
     assert_eq!(table["rows"][0]["cells"], json!(["w", 7, null]));
 }

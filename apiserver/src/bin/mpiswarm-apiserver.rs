@@ -11,6 +11,9 @@ struct Cli {
 
 #[tokio::main]
 async fn main() -> Result<(), mpiswarm_apiserver::Error> {
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     mpiswarm_apiserver::run(Cli::parse().args).await
 }

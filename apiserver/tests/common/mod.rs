@@ -40,7 +40,12 @@ impl Server {
     /// kubectl that must succeed; returns stdout.
     pub fn kubectl_ok(&self, args: &[&str]) -> String {
         let out = self.kubectl(args);
-        assert!(out.status.success(), "kubectl {args:?} failed: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
@@ -61,7 +66,9 @@ impl Server {
                 rx.changed().await.expect("store alive");
             }
         };
-        tokio::time::timeout(std::time::Duration::from_secs(60), wait).await.unwrap_or_else(|_| panic!("timed out waiting for {what}"));
+        tokio::time::timeout(std::time::Duration::from_secs(60), wait)
+            .await
+            .unwrap_or_else(|_| panic!("timed out waiting for {what}"));
     }
 }
 
