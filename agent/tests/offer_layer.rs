@@ -92,12 +92,7 @@ struct World {
 
 impl World {
     async fn start() -> Self {
-        support::ensure_rank_image();
-        let offers_dir = tempfile::tempdir().unwrap();
-        let mut args = mpiswarm_offers_args(offers_dir.path());
-        args.listen = "127.0.0.1:0".parse().unwrap();
-        let offers = mpiswarm_offers::start(args).await.expect("the offer layer starts");
-        let agent = AgentProcess::spawn(&offers.url(), tempfile::tempdir().unwrap());
+        let (offers, offers_dir, agent) = offer_layer_and_agent("2").await;
         let client = SchedulerClient::new(&offers.url(), None);
         let sub = client.subscribe(FrameworkInfo::new("root", "agent-acceptance", &["mpi"])).await.unwrap();
         let mut framework = FrameworkInfo::new("root", "agent-acceptance", &["mpi"]);
@@ -214,15 +209,33 @@ impl World {
     }
 }
 
-fn mpiswarm_offers_args(dir: &Path) -> mpiswarm_offers::OffersArgs {
+/// The offer layer in-process on a free loopback port, and the agent binary
+/// registered with it.
+async fn offer_layer_and_agent(heartbeat: &str) -> (mpiswarm_offers::Running, tempfile::TempDir, AgentProcess) {
     use clap::Parser;
     #[derive(Parser)]
     struct Cli {
         #[command(flatten)]
         args: mpiswarm_offers::OffersArgs,
     }
-    let dir = dir.to_str().unwrap();
-    Cli::parse_from(["offers", "--data-dir", dir, "--allocation-interval", "0.05", "--heartbeat-interval", "2"]).args
+    support::ensure_rank_image();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    let args = Cli::parse_from([
+        "offers",
+        "--data-dir",
+        path,
+        "--listen",
+        "127.0.0.1:0",
+        "--allocation-interval",
+        "0.05",
+        "--heartbeat-interval",
+        heartbeat,
+    ])
+    .args;
+    let offers = mpiswarm_offers::start(args).await.expect("the offer layer starts");
+    let agent = AgentProcess::spawn(&offers.url(), tempfile::tempdir().unwrap());
+    (offers, dir, agent)
 }
 
 fn docker_info_cpus_and_mem_mib() -> (f64, f64) {
@@ -399,4 +412,36 @@ async fn bad_task_infos_are_refused_with_a_clear_message_and_the_agent_keeps_ser
     // The good task of the same ACCEPT still runs to completion.
     w.until_state(&ids[3], TaskState::Finished).await;
     w.wait_until_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_framework_written_with_mesoshttp_runs_sleep_5_in_a_docker_container() {
+    // mesoshttp handles a record when the next one's header arrives, so
+    // short heartbeats keep it moving.
+    let (offers, _dir, mut agent) = offer_layer_and_agent("0.2").await;
+    let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mesoshttp_docker.py");
+    let task_id = format!("py-sleep-{}", uuid::Uuid::new_v4().simple());
+    let out = tokio::process::Command::new("python3")
+        .args([driver, &offers.url(), RANK_IMAGE, &task_id])
+        .output()
+        .await
+        .expect("python3 is installed");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let result: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!("driver output is not JSON ({e}): {stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr))
+    });
+    agent.owns(result["agent_id"].as_str().expect("the framework got an offer from the agent"));
+    assert!(out.status.success(), "{result}");
+    let states: Vec<&str> = result["states"].as_array().unwrap().iter().filter_map(|s| s.as_str()).collect();
+    let running = states.iter().position(|s| *s == "TASK_RUNNING").unwrap_or_else(|| panic!("no RUNNING: {result}"));
+    assert_eq!(states.last(), Some(&"TASK_FINISHED"), "{result}");
+    assert!(running < states.len() - 1);
+    assert_eq!(result["errors"], serde_json::json!([]));
+    // The service is gone once the task finished.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let docker = mpiswarm_agent::node::connect(None).await.unwrap();
+    while !support::owned_objects(result["agent_id"].as_str().unwrap()).is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "the service outlived its task");
+        support::wait_for_docker_event(&docker, Duration::from_secs(2)).await;
+    }
 }
