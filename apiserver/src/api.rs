@@ -4,6 +4,7 @@
 //! returns the served view of the object and the HTTP code; routing and
 //! rendering live in `http`.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use base64::Engine;
@@ -48,19 +49,40 @@ pub struct Api {
     pub registry: Registry,
 }
 
+/// The served view of a stored object, borrowed when nothing changes.
+pub fn view_cow<'a>(rt: &ResourceType, stored: &'a Value) -> Cow<'a, Value> {
+    match rt.builtin {
+        Some(Builtin::CoreEvent) => Cow::Owned(events::stored_to_core(stored)),
+        Some(Builtin::EventsV1) => Cow::Owned(events::stored_to_v1(stored)),
+        None if stored["apiVersion"].as_str() != Some(rt.api_version().as_str()) => {
+            let mut v = stored.clone();
+            v["apiVersion"] = json!(rt.api_version());
+            Cow::Owned(v)
+        }
+        _ => Cow::Borrowed(stored),
+    }
+}
+
 /// The served view of a stored object.
 pub fn view(rt: &ResourceType, stored: &Value) -> Value {
-    match rt.builtin {
-        Some(Builtin::CoreEvent) => events::stored_to_core(stored),
-        Some(Builtin::EventsV1) => events::stored_to_v1(stored),
-        _ => {
-            let mut v = stored.clone();
-            if rt.is_custom() {
-                v["apiVersion"] = json!(rt.api_version());
-            }
-            v
-        }
-    }
+    view_cow(rt, stored).into_owned()
+}
+
+/// One page of a list: the matching stored objects, the list RV and the
+/// continue token when more remain.
+pub struct Page {
+    pub items: Vec<Arc<Value>>,
+    pub rv: u64,
+    pub next: Option<String>,
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListBody<'a> {
+    api_version: String,
+    kind: &'a str,
+    metadata: Value,
+    items: Vec<Cow<'a, Value>>,
 }
 
 /// A written view back into the stored shape.
@@ -311,8 +333,8 @@ impl Api {
         Ok(view(&t.rt, &obj))
     }
 
-    /// A list page: items (served views), the list RV and the continue token.
-    pub fn list(&self, t: &Target, q: &Query) -> ApiResult<(Vec<Value>, u64, Option<String>)> {
+    /// A list page of the stored objects whose served view matches the selectors.
+    pub fn list(&self, t: &Target, q: &Query) -> ApiResult<Page> {
         let filter = Filter::new(&t.rt, q)?;
         let prefix = t.rt.prefix(t.namespace.as_deref());
         let after = match q.get("continue") {
@@ -321,33 +343,41 @@ impl Api {
         };
         let limit = q.number("limit")?.filter(|l| *l > 0).map(|l| l as usize);
         let snap = self.store.list_after(&prefix, &after);
-        let mut items = vec![];
+        let mut items: Vec<Arc<Value>> = vec![];
         let mut next = None;
-        for obj in &snap.items {
-            let v = view(&t.rt, obj);
-            if !filter.matches(&v) {
+        for obj in snap.items {
+            if !filter.matches(&view_cow(&t.rt, &obj)) {
                 continue;
             }
             if limit.is_some_and(|l| items.len() >= l) {
+                let last = items.last().map(|i| &i["metadata"]);
                 let last_key = t.rt.key(
-                    items.last().and_then(|i: &Value| i["metadata"]["namespace"].as_str()),
-                    items.last().and_then(|i: &Value| i["metadata"]["name"].as_str()).unwrap_or_default(),
+                    last.and_then(|m| m["namespace"].as_str()),
+                    last.and_then(|m| m["name"].as_str()).unwrap_or_default(),
                 );
                 next = Some(encode_continue(&last_key, snap.rv));
                 break;
             }
-            items.push(v);
+            items.push(obj);
         }
-        Ok((items, snap.rv, next))
+        Ok(Page { items, rv: snap.rv, next })
     }
 
-    pub fn list_object(&self, t: &Target, items: Vec<Value>, rv: u64, next: Option<String>) -> Value {
-        let mut meta = json!({"resourceVersion": rv.to_string()});
-        if let Some(c) = next {
-            meta["continue"] = json!(c);
+    /// The `<Kind>List` JSON of a page, serialised without copying the objects.
+    pub fn list_json(&self, t: &Target, page: &Page) -> String {
+        let mut metadata = json!({"resourceVersion": page.rv.to_string()});
+        if let Some(c) = &page.next {
+            metadata["continue"] = json!(c);
         }
         let api_version = if t.rt.builtin == Some(Builtin::CoreEvent) { "v1".into() } else { t.rt.api_version() };
-        json!({"apiVersion": api_version, "kind": t.rt.list_kind, "metadata": meta, "items": items})
+        let body = ListBody {
+            api_version,
+            kind: &t.rt.list_kind,
+            metadata,
+            items: page.items.iter().map(|o| view_cow(&t.rt, o)).collect(),
+        };
+        serde_json::to_string(&body)
+            .unwrap_or_else(|e| ApiError::internal(format!("list encoding: {e}")).to_status().to_string())
     }
 
     fn ensure_namespace(&self, t: &Target) -> ApiResult<()> {
@@ -622,9 +652,9 @@ impl Api {
     }
 
     pub fn delete_collection(&self, t: &Target, options: &Value, q: &Query) -> ApiResult<(u16, Value)> {
-        let (items, _, _) = self.list(t, &q.without(&["limit", "continue"]))?;
+        let page = self.list(t, &q.without(&["limit", "continue"]))?;
         let mut deleted = vec![];
-        for item in items {
+        for item in page.items {
             let one = Target {
                 rt: t.rt.clone(),
                 namespace: item["metadata"]["namespace"].as_str().map(String::from),
@@ -637,7 +667,11 @@ impl Api {
                 Err(e) => return Err(e),
             }
         }
-        let rv = self.store.current_rv();
-        Ok((200, self.list_object(t, deleted, rv, None)))
+        let api_version = if t.rt.builtin == Some(Builtin::CoreEvent) { "v1".into() } else { t.rt.api_version() };
+        let rv = self.store.current_rv().to_string();
+        Ok((
+            200,
+            json!({"apiVersion": api_version, "kind": t.rt.list_kind, "metadata": {"resourceVersion": rv}, "items": deleted}),
+        ))
     }
 }

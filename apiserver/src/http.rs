@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::api::{Api, PatchType, Target, WriteOpts, parse_body};
+use crate::api::{Api, PatchType, Target, WriteOpts, parse_body, view_cow};
 use crate::discovery;
 use crate::error::{ApiError, ApiResult};
 use crate::openapi;
@@ -227,11 +227,18 @@ async fn dispatch(
             return Ok(start_watch(api.clone(), w, as_table));
         }
         Method::GET => {
-            let (items, rv, next) = api.list(&t, q)?;
+            let page = api.list(&t, q)?;
             if as_table {
-                return Ok(json_response(200, &table::table(&t.rt, &items, rv, next.as_deref()), TABLE_CONTENT_TYPE));
+                let views: Vec<_> = page.items.iter().map(|o| view_cow(&t.rt, o)).collect();
+                return Ok(json_response(
+                    200,
+                    &table::table(&t.rt, &views, page.rv, page.next.as_deref()),
+                    TABLE_CONTENT_TYPE,
+                ));
             }
-            (200, api.list_object(&t, items, rv, next))
+            let mut r = (StatusCode::OK, api.list_json(&t, &page)).into_response();
+            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            return Ok(r);
         }
         Method::POST => {
             check_json_content_type(headers)?;

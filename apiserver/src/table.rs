@@ -2,6 +2,8 @@
 //! additionalPrinterColumns (JSONPath cells, `date` columns rendered as ages
 //! the way kube-apiserver does), or fixed columns for built-in kinds.
 
+use std::borrow::Borrow;
+
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use serde_json_path::JsonPath;
@@ -92,18 +94,24 @@ fn columns(rt: &ResourceType) -> Vec<PrinterColumn> {
     cols
 }
 
-fn cell(c: &PrinterColumn, obj: &Value, now: DateTime<Utc>) -> Value {
-    let found = JsonPath::parse(&format!("${}", c.json_path)).ok().and_then(|p| p.query(obj).first().cloned());
+/// A column with its JSONPath parsed once per table.
+struct Column {
+    def: PrinterColumn,
+    path: Option<JsonPath>,
+}
+
+fn cell(c: &Column, obj: &Value, now: DateTime<Utc>) -> Value {
+    let found = c.path.as_ref().and_then(|p| p.query(obj).first().cloned());
     let found = found.as_ref();
-    if c.type_ == "date" {
+    if c.def.type_ == "date" {
         return age(found.and_then(|v| v.as_str()), now);
     }
-    if c.name == "Object"
+    if c.def.name == "Object"
         && let Some(kind) = obj["involvedObject"]["kind"].as_str()
     {
         return json!(format!("{}/{}", kind.to_lowercase(), found.and_then(|v| v.as_str()).unwrap_or_default()));
     }
-    match (c.type_.as_str(), found) {
+    match (c.def.type_.as_str(), found) {
         (_, None) => Value::Null,
         ("string", Some(Value::String(s))) => json!(s),
         ("string", Some(v)) => json!(v.to_string()),
@@ -112,16 +120,23 @@ fn cell(c: &PrinterColumn, obj: &Value, now: DateTime<Utc>) -> Value {
 }
 
 /// A Table of `objects` (already in their served view).
-pub fn table(rt: &ResourceType, objects: &[Value], rv: u64, continue_token: Option<&str>) -> Value {
+pub fn table<T: Borrow<Value>>(rt: &ResourceType, objects: &[T], rv: u64, continue_token: Option<&str>) -> Value {
     let now = Utc::now();
-    let cols = columns(rt);
+    let cols: Vec<Column> = columns(rt)
+        .into_iter()
+        .map(|def| {
+            let path = JsonPath::parse(&format!("${}", def.json_path)).ok();
+            Column { def, path }
+        })
+        .collect();
     let defs: Vec<Value> = cols
         .iter()
-        .map(|c| json!({"name": c.name, "type": c.type_, "format": c.format, "description": c.description, "priority": c.priority}))
+        .map(|Column { def: c, .. }| json!({"name": c.name, "type": c.type_, "format": c.format, "description": c.description, "priority": c.priority}))
         .collect();
     let rows: Vec<Value> = objects
         .iter()
         .map(|o| {
+            let o: &Value = o.borrow();
             json!({
                 "cells": cols.iter().map(|c| cell(c, o, now)).collect::<Vec<_>>(),
                 "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"].clone()},
