@@ -233,3 +233,36 @@ async fn a_labelled_service_no_task_owns_is_removed_after_the_grace_period() {
     // The harness' grace period is 3 s; the resync loop removes it after that.
     h.wait_until_clean().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_whose_second_task_cannot_start_starts_neither() {
+    let mut h = harness("allornothing").await;
+    // A local bridge network of the name the second task asks for: Swarm
+    // services cannot join it, so that task cannot be created.
+    let taken = format!("{}-bridge", h.agent_id);
+    let created = std::process::Command::new("docker")
+        .args(["network", "create", "--driver", "bridge", "--label", &format!("mpiswarm.io/agent-id={}", h.agent_id)])
+        .arg(&taken)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(created.success());
+    let mut first = h.task("first", RANK_IMAGE, "sleep 300");
+    first.container.as_mut().unwrap().network_infos =
+        vec![NetworkInfo { name: Some(format!("{}-net", h.agent_id)), ..NetworkInfo::default() }];
+    let mut second = h.task("second", RANK_IMAGE, "sleep 300");
+    second.container.as_mut().unwrap().network_infos =
+        vec![NetworkInfo { name: Some(taken.clone()), ..NetworkInfo::default() }];
+    let (a, b) = (first.task_id.clone(), second.task_id.clone());
+    h.launch_group("aon-exec", vec![first, second]).await;
+    let failed = h.next_status(&b).await;
+    assert_eq!(failed.state, TaskState::Failed, "{:?}", failed.message);
+    assert!(failed.message.as_deref().unwrap().contains(&taken), "{:?}", failed.message);
+    let killed = h.next_status(&a).await;
+    assert_eq!(killed.state, TaskState::Killed, "{:?}", killed.message);
+    assert_eq!(killed.reason, Some(Reason::ReasonTaskKilledDuringLaunch));
+    let services: Vec<String> = h.objects().into_iter().filter(|o| o.starts_with("service")).collect();
+    assert!(services.is_empty(), "a service of the failed group survived: {services:?}");
+    std::process::Command::new("docker").args(["network", "rm", &taken]).output().unwrap();
+    h.wait_until_clean().await;
+}

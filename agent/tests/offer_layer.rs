@@ -445,3 +445,17 @@ async fn a_framework_written_with_mesoshttp_runs_sleep_5_in_a_docker_container()
         support::wait_for_docker_event(&docker, Duration::from_secs(2)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_framework_teardown_shuts_its_tasks_down_and_leaves_nothing() {
+    let mut w = World::start().await;
+    let offer = w.offer().await;
+    let task = w.task(&offer, "long", RANK_IMAGE, "sleep 300");
+    let id = task.task_id.clone();
+    w.accept(&offer, Operation::launch(vec![task])).await;
+    w.until_state(&id, TaskState::Running).await;
+    assert!(!w.objects().is_empty());
+    // TEARDOWN makes the offer layer send the agent SHUTDOWN for the framework.
+    w.client.call(&Call::teardown(w.framework_id())).await.unwrap();
+    w.wait_until_clean().await;
+}
