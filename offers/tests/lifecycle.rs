@@ -148,3 +148,51 @@ async fn launch_group_starts_every_task_of_the_group() {
     let state = c.state().await;
     assert_eq!(state["slaves"][0]["used_resources"]["cpus"], 2.1);
 }
+
+#[tokio::test]
+async fn an_update_posted_twice_reaches_the_framework_once() {
+    let c = Cluster::start().await;
+    let mut f = c.framework("fw", &["mpi"]).await;
+    // A hand-driven agent, so the test controls every UPDATE.
+    let agent = mpiswarm_mesos::client::AgentClient::new(&c.url(), None);
+    let info = mpiswarm_mesos::agent_api::AgentInfo {
+        hostname: "manual".into(),
+        id: None,
+        resources: vec![mpiswarm_mesos::Resource::scalar("cpus", 2.0), mpiswarm_mesos::Resource::scalar("mem", 512.0)],
+        attributes: vec![],
+    };
+    let mut sub = agent.subscribe(info, vec![]).await.unwrap();
+    let agent_id = sub.subscribed.agent_id.clone();
+    let offer = f.offers().await.remove(0);
+    let t = task("t1", &offer, 1.0, 128.0, "sleep 1000");
+    f.client.call(&Call::accept(f.id(), vec![offer.id.clone()], vec![Operation::launch(vec![t])], None)).await.unwrap();
+    use futures::StreamExt;
+    let launch = loop {
+        let e = sub.events.next().await.unwrap().unwrap();
+        if let Some(l) = e.launch {
+            break l;
+        }
+    };
+    let mut running = mpiswarm_mesos::TaskStatus::new(launch.task_info.task_id.clone(), TaskState::Running);
+    running.uuid = Some(mpiswarm_mesos::Bytes::random_uuid());
+    agent.update(&agent_id, f.id(), running.clone()).await.unwrap();
+    agent.update(&agent_id, f.id(), running.clone()).await.unwrap();
+    let mut finished = mpiswarm_mesos::TaskStatus::new(launch.task_info.task_id.clone(), TaskState::Finished);
+    finished.uuid = Some(mpiswarm_mesos::Bytes::random_uuid());
+    agent.update(&agent_id, f.id(), finished.clone()).await.unwrap();
+    let first = f.update_of("t1").await;
+    assert_eq!((first.state, &first.uuid), (TaskState::Running, &running.uuid));
+    f.ack(&first).await;
+    let next = f.update_of("t1").await;
+    assert_eq!((next.state, &next.uuid), (TaskState::Finished, &finished.uuid), "no second RUNNING");
+    f.ack(&next).await;
+    // The agent hears of both acknowledgements.
+    let mut acked = Vec::new();
+    while acked.len() < 2 {
+        let e = sub.events.next().await.unwrap().unwrap();
+        if let Some(a) = e.acknowledged {
+            acked.push(a.uuid);
+        }
+    }
+    assert_eq!(acked, vec![running.uuid.unwrap(), finished.uuid.unwrap()]);
+}

@@ -270,6 +270,11 @@ impl Master {
     /// and queues the update for the framework.
     pub(super) fn apply_status(&mut self, key: &TaskKey, status: mpiswarm_mesos::TaskStatus, now: Duration) {
         let Some(task) = self.tasks.get_mut(key) else { return };
+        // An agent re-sends an update whose 202 it did not see: same uuid, same update.
+        if status.uuid.is_some() && task.pending.iter().any(|p| p.uuid == status.uuid) {
+            tracing::debug!(task = %key.1, "duplicate update ignored");
+            return;
+        }
         let was_terminal = task.state.is_terminal();
         if was_terminal && task.state != status.state {
             tracing::debug!(task = %key.1, "update after a terminal state ignored");
