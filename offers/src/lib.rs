@@ -7,6 +7,7 @@
 //! - [`registry`]: what survives a restart, on disk;
 //! - [`http`]: the HTTP surface (scheduler API, agent API, state, metrics);
 //! - [`server`]: arguments and the running server;
+//! - [`validation`]: stateless checks of scheduler calls, as Mesos words them;
 //! - [`fake_agent`]: an agent that keeps no containers, for tests.
 
 pub mod allocator;
@@ -16,5 +17,6 @@ pub mod http;
 pub mod master;
 pub mod registry;
 pub mod server;
+pub mod validation;
 
 pub use server::{Error, OffersArgs, Running, run, start};

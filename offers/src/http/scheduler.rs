@@ -34,12 +34,15 @@ fn handle_call(shared: &Arc<Shared>, headers: &HeaderMap, body: &[u8]) -> Result
         return Err(CallError { status: 503, message: "Master has not finished recovery".into() });
     }
     check_content_type(headers)?;
-    let call: Call = serde_json::from_slice(body)
-        .map_err(|e| CallError::bad_request(format!("Failed to parse body into Call: {e}")))?;
-    let kind = call.kind.ok_or_else(|| CallError::bad_request("Expecting 'type' to be present"))?;
+    let json: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| CallError::bad_request(format!("Failed to parse body into JSON: {e}")))?;
+    let call: Call = serde_json::from_value(json)
+        .map_err(|e| CallError::bad_request(format!("Failed to convert JSON into Call protobuf: {e}")))?;
+    crate::validation::validate_call(&call)
+        .map_err(|e| CallError::bad_request(format!("Failed to validate scheduler::Call: {e}")))?;
+    let kind = call.kind.expect("validated");
     match kind {
         CallType::Subscribe => subscribe(shared, headers, call),
-        CallType::Unknown => Err(CallError { status: 501, message: "Received an unexpected 'UNKNOWN' call".into() }),
         _ => {
             let now = shared.now();
             shared.master().framework_call(call, stream_id(headers).as_deref(), now)?;
@@ -50,20 +53,13 @@ fn handle_call(shared: &Arc<Shared>, headers: &HeaderMap, body: &[u8]) -> Result
 
 fn subscribe(shared: &Arc<Shared>, headers: &HeaderMap, call: Call) -> Result<Response, CallError> {
     if !accepts_json(headers) {
-        return Err(CallError { status: 406, message: "Expecting 'Accept' to allow 'application/json'".into() });
+        return Err(CallError {
+            status: 406,
+            message: "Expecting 'Accept' to allow 'application/x-protobuf' or 'application/json'".into(),
+        });
     }
     if stream_id(headers).is_some() {
         return Err(CallError::bad_request("Subscribe calls should not include the 'Mesos-Stream-Id' header"));
-    }
-    let subscribe =
-        call.subscribe.as_ref().ok_or_else(|| CallError::bad_request("Expecting 'subscribe' to be present"))?;
-    if let (Some(outer), Some(inner)) = (&call.framework_id, &subscribe.framework_info.id)
-        && outer != inner
-    {
-        return Err(CallError::bad_request("'framework_id' differs from 'subscribe.framework_info.id'"));
-    }
-    if call.framework_id.is_some() && subscribe.framework_info.id.is_none() {
-        return Err(CallError::bad_request("'framework_id' differs from 'subscribe.framework_info.id'"));
     }
     let now = shared.now();
     let opened = shared.master().subscribe_framework(call, now);

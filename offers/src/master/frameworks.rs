@@ -145,34 +145,10 @@ impl Master {
     /// Any call but SUBSCRIBE, after the Mesos checks of framework id,
     /// subscription and stream id.
     pub fn framework_call(&mut self, call: Call, stream_id: Option<&str>, now: Duration) -> Result<(), CallError> {
-        let kind = call.kind.ok_or_else(|| CallError::bad_request("Expecting 'type' to be present"))?;
-        let id = call
-            .framework_id
-            .as_ref()
-            .map(|f| f.value.clone())
-            .ok_or_else(|| CallError::bad_request("Expecting 'framework_id' to be present"))?;
-        let missing = |field: &str| CallError::bad_request(format!("Expecting '{field}' to be present"));
-        // Sub-message presence is part of validation, before any lookup.
-        match kind {
-            CallType::Accept if call.accept.is_none() => return Err(missing("accept")),
-            CallType::Decline if call.decline.is_none() => return Err(missing("decline")),
-            CallType::Kill if call.kill.is_none() => return Err(missing("kill")),
-            CallType::Shutdown if call.shutdown.is_none() => return Err(missing("shutdown")),
-            CallType::Acknowledge if call.acknowledge.is_none() => return Err(missing("acknowledge")),
-            CallType::Reconcile if call.reconcile.is_none() => return Err(missing("reconcile")),
-            CallType::Message if call.message.is_none() => return Err(missing("message")),
-            CallType::Request if call.request.is_none() => return Err(missing("request")),
-            CallType::UpdateFramework if call.update_framework.is_none() => return Err(missing("update_framework")),
-            _ => {}
-        }
-        if let Some(ack) = &call.acknowledge
-            && ack.uuid.as_slice().len() != 16
-        {
-            return Err(CallError::bad_request(format!(
-                "Failed to parse 'acknowledge.uuid': expected 16 bytes, got {}",
-                ack.uuid.as_slice().len()
-            )));
-        }
+        crate::validation::validate_call(&call)
+            .map_err(|e| CallError::bad_request(format!("Failed to validate scheduler::Call: {e}")))?;
+        let kind = call.kind.expect("validated");
+        let id = call.framework_id.as_ref().map(|f| f.value.clone()).expect("validated");
         let fw = self.frameworks.get(&id).ok_or_else(|| CallError::bad_request("Framework cannot be found"))?;
         let conn = fw.conn.as_ref().ok_or_else(|| CallError::forbidden("Framework is not subscribed"))?;
         match stream_id {
@@ -238,8 +214,11 @@ impl Master {
             | CallType::DeclineInverseOffers
             | CallType::AcknowledgeOperationStatus
             | CallType::ReconcileOperations => {}
-            CallType::Subscribe | CallType::Unknown => {
-                return Err(CallError::bad_request(format!("{kind:?} is not valid here")));
+            CallType::Unknown => {
+                return Err(CallError { status: 501, message: "Received an unexpected 'UNKNOWN' call".into() });
+            }
+            CallType::Subscribe => {
+                return Err(CallError::bad_request("SUBSCRIBE is handled before framework calls"));
             }
         }
         Ok(())
