@@ -40,6 +40,34 @@ pub struct RegistryState {
     pub removed_frameworks: Vec<String>,
 }
 
+/// How many removed ids are remembered (oldest forgotten first): enough to
+/// refuse a stale framework or agent, without growing forever.
+pub const REMOVED_IDS_KEPT: usize = 10_000;
+
+impl RegistryState {
+    /// Remembers that framework `id` was removed for good.
+    pub fn framework_removed(&mut self, id: &str) {
+        self.frameworks.remove(id);
+        remember(&mut self.removed_frameworks, id);
+    }
+
+    /// Remembers that agent `id` was removed (it may come back).
+    pub fn agent_removed(&mut self, id: &str) {
+        self.agents.remove(id);
+        remember(&mut self.removed_agents, id);
+    }
+}
+
+fn remember(list: &mut Vec<String>, id: &str) {
+    if !list.iter().any(|x| x == id) {
+        list.push(id.to_owned());
+    }
+    if list.len() > REMOVED_IDS_KEPT {
+        let excess = list.len() - REMOVED_IDS_KEPT;
+        list.drain(..excess);
+    }
+}
+
 /// The registry file `DIR/registry.json`.
 #[derive(Debug)]
 pub struct Registry {

@@ -321,10 +321,7 @@ impl Master {
         self.executors.retain(|(a, _, _), _| a != id);
         self.allocator.remove_agent(id);
         self.agents.remove(id);
-        self.registry.state.agents.remove(id);
-        if !self.registry.state.removed_agents.iter().any(|a| a == id) {
-            self.registry.state.removed_agents.push(id.to_owned());
-        }
+        self.registry.state.agent_removed(id);
         self.save_registry();
         self.counters.agents_removed += 1;
         self.broadcast_failure(id);

@@ -133,10 +133,7 @@ impl Master {
         }
         self.allocator.remove_framework(id);
         self.frameworks.remove(id);
-        self.registry.state.frameworks.remove(id);
-        if !self.registry.state.removed_frameworks.iter().any(|f| f == id) {
-            self.registry.state.removed_frameworks.push(id.to_owned());
-        }
+        self.registry.state.framework_removed(id);
         self.save_registry();
         self.counters.frameworks_removed += 1;
         tracing::info!(framework = %id, "framework removed");

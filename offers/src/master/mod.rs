@@ -325,8 +325,7 @@ impl Master {
         let Some((pending, _)) = self.recovering.take() else { return };
         for id in pending {
             tracing::warn!(agent = %id, "agent did not re-register after the restart; marking it removed");
-            self.registry.state.agents.remove(&id);
-            self.registry.state.removed_agents.push(id.clone());
+            self.registry.state.agent_removed(&id);
             self.broadcast_failure(&id);
         }
         self.save_registry();

@@ -15,6 +15,9 @@ use mpiswarm_mesos::{
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
+/// What a task group's executor (if new on the agent) and each task use.
+type GroupResources = (Quantities, Vec<Quantities>);
+
 fn refuse_duration(filters: Option<&Filters>) -> Duration {
     Duration::from_secs_f64(Filters::effective_refuse_seconds(filters))
 }
@@ -327,7 +330,7 @@ impl Master {
         Ok(q)
     }
 
-    #[allow(clippy::type_complexity)]
+    /// Checks a task group; returns what the executor and each task use.
     fn validate_group(
         &self,
         fw: &str,
@@ -335,7 +338,7 @@ impl Master {
         executor: &ExecutorInfo,
         tasks: &[TaskInfo],
         available: &Quantities,
-    ) -> Result<(Quantities, Vec<Quantities>), String> {
+    ) -> Result<GroupResources, String> {
         if tasks.is_empty() {
             return Err("Task group is empty".into());
         }
