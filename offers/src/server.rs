@@ -212,3 +212,30 @@ pub async fn run(args: OffersArgs) -> Result<(), Error> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weights_parse_and_bad_ones_name_the_offending_value() {
+        let w = parse_weights("mpi=2, batch=1").unwrap();
+        assert_eq!(w, BTreeMap::from([("batch".to_owned(), 1.0), ("mpi".to_owned(), 2.0)]));
+        assert!(parse_weights("").unwrap().is_empty());
+        assert_eq!(parse_weights("mpi").unwrap_err(), "weight 'mpi' is not ROLE=WEIGHT");
+        assert_eq!(parse_weights("mpi=x").unwrap_err(), "weight of role 'mpi' is not a number: 'x'");
+        assert_eq!(parse_weights("mpi=0").unwrap_err(), "weight of role 'mpi' must be positive, got 0");
+        assert!(parse_weights("bad role=1").unwrap_err().contains("'bad role'"));
+    }
+
+    #[test]
+    fn a_credentials_file_in_the_wrong_format_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("creds.json");
+        std::fs::write(&path, r#"{"principal":"p"}"#).unwrap();
+        let err = load_credentials(&path).unwrap_err().to_string();
+        assert!(err.contains("creds.json") && err.contains("\"credentials\""), "{err}");
+        let missing = load_credentials(&dir.path().join("nope.json")).unwrap_err().to_string();
+        assert!(missing.contains("nope.json"), "{missing}");
+    }
+}
