@@ -47,6 +47,7 @@ impl Target {
 pub struct Api {
     pub store: Store,
     pub registry: Registry,
+    pub metrics: crate::metrics::Metrics,
 }
 
 /// The served view of a stored object, borrowed when nothing changes.
@@ -273,7 +274,7 @@ pub struct WriteOpts<'a> {
 
 impl Api {
     pub fn new(store: Store) -> Self {
-        let api = Self { store, registry: Registry::default() };
+        let api = Self { store, registry: Registry::default(), metrics: Default::default() };
         api.reload_crds();
         api
     }

@@ -94,7 +94,8 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
         }
     };
     let query = Query::parse(parts.uri.query());
-    match route(&shared, &parts.method, &path, &query, &parts.headers, &body).await {
+    let started = std::time::Instant::now();
+    let response = match route(&shared, &parts.method, &path, &query, &parts.headers, &body).await {
         Ok(r) => r,
         Err(e) => {
             if e.code >= 500 {
@@ -102,7 +103,9 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
             }
             e.into_response()
         }
-    }
+    };
+    tracing::debug!(method = %parts.method, uri = %parts.uri, code = response.status().as_u16(), elapsed_ms = started.elapsed().as_millis() as u64, "request");
+    response
 }
 
 async fn route(
@@ -119,6 +122,13 @@ async fn route(
     let is_get = method == Method::GET;
     match segs.as_slice() {
         ["healthz" | "readyz" | "livez"] => return Ok((StatusCode::OK, "ok").into_response()),
+        ["metrics"] if is_get => {
+            shared.api.metrics.resource_version.set(shared.api.store.current_rv());
+            let mut r = (StatusCode::OK, shared.api.metrics.encode()).into_response();
+            r.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+            return Ok(r);
+        }
         ["version"] => {
             return Ok(ok(
                 &json!({"major": "1", "minor": "32", "gitVersion": "v1.32.0-mpiswarm", "gitCommit": "", "gitTreeState": "clean",
@@ -161,7 +171,30 @@ async fn route(
         _ => return Err(ApiError::no_route()),
     };
     let target = resolve(shared, group, version, rest)?;
-    dispatch(shared, method, target, q, headers, body).await
+    let verb = verb_of(method, &target, q);
+    let (group, resource) = (target.rt.group.clone(), target.rt.plural.clone());
+    let result = dispatch(shared, method, target, q, headers, body).await;
+    let code = match &result {
+        Ok(r) => r.status().as_u16(),
+        Err(e) => e.code,
+    };
+    shared.api.metrics.request(verb, &group, &resource, code);
+    result
+}
+
+/// The Kubernetes verb of a resource request, for metrics and logs.
+fn verb_of(method: &Method, t: &Target, q: &Query) -> &'static str {
+    match *method {
+        Method::GET if t.name.is_some() => "get",
+        Method::GET if q.flag("watch").unwrap_or(false) => "watch",
+        Method::GET => "list",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE if t.name.is_some() => "delete",
+        Method::DELETE => "deletecollection",
+        _ => "other",
+    }
 }
 
 fn resolve(shared: &Shared, group: &str, version: &str, rest: &[&str]) -> ApiResult<Target> {

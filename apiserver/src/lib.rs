@@ -19,6 +19,7 @@ pub mod error;
 pub mod events;
 pub mod fields;
 pub mod http;
+pub mod metrics;
 pub mod openapi;
 pub mod query;
 pub mod registry;

@@ -195,6 +195,7 @@ fn validate(schema: &Value, v: &Value, old: Option<&Value>, path: &str, causes: 
             {
                 invalid(causes, path, v, format!("{path} in body should have at least {min} items"));
             }
+            duplicates(schema, items, path, causes);
             if let Some(item_schema) = schema.get("items") {
                 let old_items = old.and_then(Value::as_array);
                 for (i, item) in items.iter().enumerate() {
@@ -235,6 +236,36 @@ fn validate(schema: &Value, v: &Value, old: Option<&Value>, path: &str, causes: 
         _ => {}
     }
     cel_rules::check(schema, v, old, path, causes);
+}
+
+/// `x-kubernetes-list-type: map` items are unique by their keys, `set` items
+/// are unique; the first repeat is reported at its index.
+fn duplicates(schema: &Value, items: &[Value], path: &str, causes: &mut Vec<Cause>) {
+    let key_of = |item: &Value| -> Option<Value> {
+        match schema["x-kubernetes-list-type"].as_str() {
+            Some("map") => {
+                let keys = schema["x-kubernetes-list-map-keys"].as_array()?;
+                Some(Value::Object(
+                    keys.iter().filter_map(Value::as_str).map(|k| (k.to_string(), item[k].clone())).collect(),
+                ))
+            }
+            Some("set") => Some(item.clone()),
+            _ => None,
+        }
+    };
+    let mut seen: Vec<Value> = vec![];
+    for (i, item) in items.iter().enumerate() {
+        let Some(key) = key_of(item) else { return };
+        if seen.contains(&key) {
+            causes.push(Cause {
+                reason: "FieldValueDuplicate",
+                field: format!("{path}[{i}]"),
+                message: format!("Duplicate value: {key}"),
+            });
+        } else {
+            seen.push(key);
+        }
+    }
 }
 
 /// Prune, default and validate a custom resource in place. `old` is the
@@ -315,6 +346,25 @@ mod tests {
         assert_eq!(o["spec"]["extra"]["kept"], true);
         assert_eq!(o["metadata"]["name"], "x");
         assert!(o.get("top").is_none());
+    }
+
+    #[test]
+    fn list_map_keys_and_set_items_must_be_unique() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "env": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object", "properties": {"name": {"type": "string"}, "value": {"type": "string"}}}},
+            "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}}
+        }}}});
+        let mut o = json!({"spec": {"env": [{"name": "A", "value": "1"}, {"name": "B"}, {"name": "A", "value": "2"}], "tags": ["x", "y", "x"]}});
+        let c = check(&schema, &mut o, None);
+        let got: Vec<_> = c.causes.iter().map(|c| (c.field.as_str(), c.reason, c.message.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                ("spec.env[2]", "FieldValueDuplicate", "Duplicate value: {\"name\":\"A\"}"),
+                ("spec.tags[2]", "FieldValueDuplicate", "Duplicate value: \"x\""),
+            ]
+        );
     }
 
     #[test]

@@ -97,6 +97,7 @@ impl WatchRequest {
 /// Run one watch until the client goes away, the timeout passes, or the
 /// requested history is gone.
 pub async fn run(api: Arc<Api>, w: WatchRequest, tx: Tx) {
+    let _open = crate::metrics::WatchGuard::new(&api.metrics.watches);
     let mut notify = api.store.subscribe();
     let deadline = tokio::time::Instant::now() + w.timeout;
     let send = |b: Bytes| {

@@ -304,3 +304,17 @@ async fn events_have_one_store_and_two_views_and_tables_use_printer_columns() {
     assert_eq!(cols, ["Name", "Size", "Phase"]);
     assert_eq!(table["rows"][0]["cells"], json!(["w", 7, null]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn metrics_count_requests_and_open_watches() {
+    let (_s, c) = setup().await;
+    c.post(CMS, cm("m", json!({}))).await;
+    let _watch = c.watch(&format!("{CMS}?watch=true")).await;
+    let text = c.http.get(format!("{}/metrics", c.base)).send().await.expect("metrics").text().await.expect("text");
+    assert!(
+        text.contains(r#"apiserver_request_total{verb="create",group="",resource="configmaps",code="201"} 1"#),
+        "{text}"
+    );
+    assert!(text.contains("apiserver_longrunning_requests 1"), "{text}");
+    assert!(text.contains("apiserver_storage_resource_version "), "{text}");
+}
