@@ -19,7 +19,7 @@ use crate::discovery;
 use crate::error::{ApiError, ApiResult};
 use crate::openapi;
 use crate::query::Query;
-use crate::table;
+use crate::table::{self, Format};
 use crate::watch::{self, WatchRequest};
 
 /// Everything a request handler needs.
@@ -56,8 +56,6 @@ fn json_response(code: u16, v: &Value, content_type: &'static str) -> Response {
 fn ok(v: &Value) -> Response {
     json_response(200, v, "application/json")
 }
-
-const TABLE_CONTENT_TYPE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io";
 
 fn unauthorized() -> Response {
     json_response(
@@ -243,31 +241,34 @@ async fn dispatch(
 ) -> ApiResult<Response> {
     let api = &shared.api;
     let accept = header_str(headers, header::ACCEPT);
-    let as_table = table::wants_table(accept);
+    let format = Format::from_accept(accept);
     let user_agent = header_str(headers, header::USER_AGENT);
     let opts = WriteOpts { query: q, user_agent };
     let (code, v) = match *method {
         Method::GET if t.name.is_some() => {
             let v = api.get(&t)?;
-            if as_table {
-                let rv = v["metadata"]["resourceVersion"].as_str().and_then(|r| r.parse().ok()).unwrap_or(0);
-                return Ok(json_response(200, &table::table(&t.rt, &[v], rv, None), TABLE_CONTENT_TYPE));
+            let rv = v["metadata"]["resourceVersion"].as_str().and_then(|r| r.parse().ok()).unwrap_or(0);
+            match format {
+                Format::Table => {
+                    return Ok(json_response(200, &table::table(&t.rt, &[v], rv, None), format.content_type()));
+                }
+                Format::Metadata => return Ok(json_response(200, &table::partial(&v), format.content_type())),
+                Format::Object => (200, v),
             }
-            (200, v)
         }
         Method::GET if q.flag("watch")? => {
-            let w = WatchRequest::new(t, q, as_table, shared.watch_timeout, shared.bookmark_every)?;
-            return Ok(start_watch(api.clone(), w, as_table));
+            let w = WatchRequest::new(t, q, format, shared.watch_timeout, shared.bookmark_every)?;
+            return Ok(start_watch(api.clone(), w, format));
         }
         Method::GET => {
             let page = api.list(&t, q)?;
-            if as_table {
+            if format != Format::Object {
                 let views: Vec<_> = page.items.iter().map(|o| view_cow(&t.rt, o)).collect();
-                return Ok(json_response(
-                    200,
-                    &table::table(&t.rt, &views, page.rv, page.next.as_deref()),
-                    TABLE_CONTENT_TYPE,
-                ));
+                let body = match format {
+                    Format::Table => table::table(&t.rt, &views, page.rv, page.next.as_deref()),
+                    _ => table::partial_list(&views, page.rv, page.next.as_deref()),
+                };
+                return Ok(json_response(200, &body, format.content_type()));
             }
             let mut r = (StatusCode::OK, api.list_json(&t, &page)).into_response();
             r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -308,12 +309,11 @@ async fn dispatch(
     Ok(json_response(code, &v, "application/json"))
 }
 
-fn start_watch(api: Arc<Api>, w: WatchRequest, as_table: bool) -> Response {
+fn start_watch(api: Arc<Api>, w: WatchRequest, format: Format) -> Response {
     let (tx, rx) = mpsc::channel(256);
     tokio::spawn(watch::run(api, w, tx));
     let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
     let mut r = Response::new(Body::from_stream(stream));
-    let ct = if as_table { TABLE_CONTENT_TYPE } else { "application/json" };
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(format.content_type()));
     r
 }

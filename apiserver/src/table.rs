@@ -10,9 +10,49 @@ use serde_json_path::JsonPath;
 
 use crate::registry::{Builtin, PrinterColumn, ResourceType};
 
-/// Does this Accept header ask for a Table?
-pub fn wants_table(accept: &str) -> bool {
-    accept.split(',').next().is_some_and(|first| first.contains("as=Table"))
+/// What a reader asked for in its Accept header: the objects themselves, a
+/// Table (kubectl get), or PartialObjectMetadata (kube-rs metadata_watcher).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Object,
+    Table,
+    Metadata,
+}
+
+impl Format {
+    pub fn from_accept(accept: &str) -> Self {
+        let first = accept.split(',').next().unwrap_or("");
+        if first.contains("as=Table") {
+            Format::Table
+        } else if first.contains("as=PartialObjectMetadata") {
+            Format::Metadata
+        } else {
+            Format::Object
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Object => "application/json",
+            Format::Table => "application/json;as=Table;v=v1;g=meta.k8s.io",
+            Format::Metadata => "application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io",
+        }
+    }
+}
+
+/// `PartialObjectMetadata` of an object.
+pub fn partial(v: &Value) -> Value {
+    json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": v["metadata"].clone()})
+}
+
+/// `PartialObjectMetadataList` of objects.
+pub fn partial_list<T: Borrow<Value>>(objects: &[T], rv: u64, continue_token: Option<&str>) -> Value {
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if let Some(c) = continue_token {
+        meta["continue"] = json!(c);
+    }
+    let items: Vec<Value> = objects.iter().map(|o| partial(o.borrow())).collect();
+    json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": meta, "items": items})
 }
 
 /// Go's `duration.HumanDuration`, which kubectl users know as the AGE column.

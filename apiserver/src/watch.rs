@@ -16,7 +16,7 @@ use crate::api::{Api, Filter, Target, view};
 use crate::error::{ApiError, ApiResult};
 use crate::query::Query;
 use crate::store::{ChangeType, Since};
-use crate::table;
+use crate::table::{self, Format};
 
 /// Settings of one watch request.
 pub struct WatchRequest {
@@ -27,14 +27,14 @@ pub struct WatchRequest {
     pub bookmarks: bool,
     pub timeout: Duration,
     pub bookmark_every: Duration,
-    pub as_table: bool,
+    pub format: Format,
 }
 
 impl WatchRequest {
     pub fn new(
         target: Target,
         q: &Query,
-        as_table: bool,
+        format: Format,
         default_timeout: Duration,
         bookmark_every: Duration,
     ) -> ApiResult<Self> {
@@ -55,7 +55,7 @@ impl WatchRequest {
             bookmarks: q.flag("allowWatchBookmarks")?,
             timeout,
             bookmark_every,
-            as_table,
+            format,
         })
     }
 }
@@ -70,11 +70,13 @@ fn line(v: &Value) -> Bytes {
 
 impl WatchRequest {
     fn event(&self, kind: &str, object: Value) -> Bytes {
-        let object = if self.as_table {
-            let rv = object["metadata"]["resourceVersion"].as_str().and_then(|r| r.parse().ok()).unwrap_or(0);
-            table::table(&self.target.rt, &[object], rv, None)
-        } else {
-            object
+        let object = match self.format {
+            Format::Table => {
+                let rv = object["metadata"]["resourceVersion"].as_str().and_then(|r| r.parse().ok()).unwrap_or(0);
+                table::table(&self.target.rt, &[object], rv, None)
+            }
+            Format::Metadata => table::partial(&object),
+            Format::Object => object,
         };
         line(&json!({"type": kind, "object": object}))
     }

@@ -318,3 +318,16 @@ async fn metrics_count_requests_and_open_watches() {
     assert!(text.contains("apiserver_longrunning_requests 1"), "{text}");
     assert!(text.contains("apiserver_storage_resource_version "), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn partial_object_metadata_is_served_for_metadata_watchers() {
+    let (_s, c) = setup().await;
+    c.post(CMS, cm("meta", json!({"x": "y"}))).await;
+    let accept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+    let resp = c.http.get(format!("{}{CMS}", c.base)).header("Accept", accept).send().await.expect("list");
+    let list: Value = resp.json().await.expect("json");
+    assert_eq!(list["kind"], "PartialObjectMetadataList");
+    assert_eq!(list["items"][0]["kind"], "PartialObjectMetadata");
+    assert_eq!(list["items"][0]["metadata"]["labels"]["x"], "y");
+    assert!(list["items"][0].get("data").is_none());
+}
