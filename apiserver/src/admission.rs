@@ -36,6 +36,7 @@ impl WriteCtx<'_> {
             subresource: if self.status { "status" } else { "" },
             api_version: self.api_version,
             now: self.now,
+            schema: self.rt.schema.as_ref(),
         }
     }
 

@@ -1,8 +1,9 @@
 //! Field ownership (`metadata.managedFields`) and server-side apply.
 //!
-//! A field set is the set of leaf paths a manager owns: map keys are walked,
-//! lists and scalars are leaves (lists are atomic, the default for custom
-//! resources without list-type annotations). Apply takes ownership of what the
+//! A field set is the set of leaf paths a manager owns, in fieldsV1 notation:
+//! map keys are walked (`f:`), `x-kubernetes-list-type: map` items are owned
+//! by key (`k:{...}`), set items by value (`v:`), other lists are atomic
+//! leaves (the default for custom resources without list-type annotations). Apply takes ownership of what the
 //! applied configuration names, conflicts with other managers that own a field
 //! it would change (409 unless forced), and removes fields this manager owned
 //! before but no longer names and nobody else owns. Updates by other verbs take
@@ -41,15 +42,71 @@ const SYSTEM_METADATA: &[&str] = &[
     "generateName",
 ];
 
-fn leaves(v: &Value, prefix: &mut Path, out: &mut FieldSet) {
+/// How a list is merged and owned, from the schema (atomic by default).
+enum ListKind<'a> {
+    Atomic,
+    /// `x-kubernetes-list-type: map` with its key fields.
+    Map(Vec<&'a str>),
+    /// `x-kubernetes-list-type: set`.
+    Set,
+}
+
+fn list_kind(schema: Option<&Value>) -> ListKind<'_> {
+    let Some(s) = schema else { return ListKind::Atomic };
+    match s["x-kubernetes-list-type"].as_str() {
+        Some("map") => ListKind::Map(
+            s["x-kubernetes-list-map-keys"].as_array().into_iter().flatten().filter_map(Value::as_str).collect(),
+        ),
+        Some("set") => ListKind::Set,
+        _ => ListKind::Atomic,
+    }
+}
+
+fn prop<'a>(schema: Option<&'a Value>, key: &str) -> Option<&'a Value> {
+    let s = schema?;
+    s["properties"].get(key).or_else(|| s.get("additionalProperties").filter(|a| a.is_object()))
+}
+
+/// The `k:{...}` segment of a list-map item (keys in schema order, as JSON).
+fn item_key(item: &Value, keys: &[&str]) -> String {
+    let obj: Map<String, Value> = keys.iter().map(|k| (k.to_string(), item[*k].clone())).collect();
+    format!("k:{}", Value::Object(obj))
+}
+
+/// Walk `v`, recording leaf paths. Segments are in fieldsV1 notation
+/// (`f:name`, `k:{"type":"Ready"}`, `v:"x"`), so a path encodes as it is.
+fn leaves(v: &Value, schema: Option<&Value>, prefix: &mut Path, out: &mut FieldSet) {
     match v {
         Value::Object(m) if !m.is_empty() => {
             for (k, sub) in m {
-                prefix.push(k.clone());
-                leaves(sub, prefix, out);
+                prefix.push(format!("f:{k}"));
+                leaves(sub, prop(schema, k), prefix, out);
                 prefix.pop();
             }
         }
+        Value::Array(items) => match list_kind(schema) {
+            ListKind::Map(keys) if !keys.is_empty() => {
+                let item_schema = schema.and_then(|s| s.get("items"));
+                for item in items {
+                    prefix.push(item_key(item, &keys));
+                    out.insert(prefix.clone());
+                    leaves(item, item_schema, prefix, out);
+                    prefix.pop();
+                }
+            }
+            ListKind::Set => {
+                for item in items {
+                    prefix.push(format!("v:{item}"));
+                    out.insert(prefix.clone());
+                    prefix.pop();
+                }
+            }
+            _ => {
+                if !prefix.is_empty() {
+                    out.insert(prefix.clone());
+                }
+            }
+        },
         _ => {
             if !prefix.is_empty() {
                 out.insert(prefix.clone());
@@ -59,7 +116,7 @@ fn leaves(v: &Value, prefix: &mut Path, out: &mut FieldSet) {
 }
 
 /// The fields an object (or an applied configuration) sets within `scope`.
-pub fn fields_of(object: &Value, scope: Scope) -> FieldSet {
+pub fn fields_of(object: &Value, scope: Scope, schema: Option<&Value>) -> FieldSet {
     let mut out = FieldSet::new();
     let Some(m) = object.as_object() else { return out };
     for (k, v) in m {
@@ -77,12 +134,14 @@ pub fn fields_of(object: &Value, scope: Scope) -> FieldSet {
                 if SYSTEM_METADATA.contains(&mk.as_str()) {
                     continue;
                 }
-                let mut p = vec!["metadata".to_string(), mk.clone()];
-                leaves(mv, &mut p, &mut out);
+                let mut p = vec!["f:metadata".to_string(), format!("f:{mk}")];
+                // finalizers are a set in ObjectMeta's schema.
+                let meta_schema = (mk == "finalizers").then(|| json!({"x-kubernetes-list-type": "set"}));
+                leaves(mv, meta_schema.as_ref(), &mut p, &mut out);
             }
         } else {
-            let mut p = vec![k.clone()];
-            leaves(v, &mut p, &mut out);
+            let mut p = vec![format!("f:{k}")];
+            leaves(v, prop(schema, k), &mut p, &mut out);
         }
     }
     out
@@ -94,7 +153,7 @@ pub fn to_fields_v1(set: &FieldSet) -> Value {
     for path in set {
         let mut cur = &mut root;
         for (i, seg) in path.iter().enumerate() {
-            let entry = cur.entry(format!("f:{seg}")).or_insert_with(|| json!({}));
+            let entry = cur.entry(seg.clone()).or_insert_with(|| json!({}));
             let Value::Object(next) = entry else { break };
             if i + 1 == path.len() && !next.is_empty() {
                 next.insert(".".into(), json!({}));
@@ -102,7 +161,25 @@ pub fn to_fields_v1(set: &FieldSet) -> Value {
             cur = next;
         }
     }
-    Value::Object(root)
+    // A node that is both owned itself and has children carries ".".
+    fn mark(v: &mut Value, set: &FieldSet, prefix: &mut Path) {
+        if let Value::Object(m) = v {
+            let keys: Vec<String> = m.keys().filter(|k| *k != ".").cloned().collect();
+            for k in keys {
+                prefix.push(k.clone());
+                if let Some(child) = m.get_mut(&k) {
+                    if set.contains(prefix) && child.as_object().is_some_and(|c| !c.is_empty()) {
+                        child["."] = json!({});
+                    }
+                    mark(child, set, prefix);
+                }
+                prefix.pop();
+            }
+        }
+    }
+    let mut v = Value::Object(root);
+    mark(&mut v, set, &mut vec![]);
+    v
 }
 
 fn parse_into(v: &Value, prefix: &mut Path, out: &mut FieldSet) {
@@ -116,13 +193,10 @@ fn parse_into(v: &Value, prefix: &mut Path, out: &mut FieldSet) {
     for (k, sub) in m {
         if k == "." {
             out.insert(prefix.clone());
-        } else if let Some(name) = k.strip_prefix("f:") {
-            prefix.push(name.to_string());
+        } else {
+            prefix.push(k.clone());
             parse_into(sub, prefix, out);
             prefix.pop();
-        } else if !prefix.is_empty() {
-            // k:/v:/i: entries address list items; we own lists atomically.
-            out.insert(prefix.clone());
         }
     }
 }
@@ -137,38 +211,113 @@ fn overlaps(a: &Path, b: &Path) -> bool {
     a.starts_with(b) || b.starts_with(a)
 }
 
+/// Does list item `item` match the `k:`/`v:` segment?
+fn item_matches(item: &Value, seg: &str) -> bool {
+    if let Some(k) = seg.strip_prefix("k:") {
+        return serde_json::from_str::<Map<String, Value>>(k)
+            .is_ok_and(|keys| keys.iter().all(|(f, want)| item.get(f).unwrap_or(&Value::Null) == want));
+    }
+    if let Some(v) = seg.strip_prefix("v:") {
+        return serde_json::from_str::<Value>(v).is_ok_and(|want| *item == want);
+    }
+    false
+}
+
+fn step<'a>(cur: &'a Value, seg: &str) -> Option<&'a Value> {
+    match seg.strip_prefix("f:") {
+        Some(k) => cur.get(k),
+        None => cur.as_array()?.iter().find(|i| item_matches(i, seg)),
+    }
+}
+
 pub fn get_path<'a>(v: &'a Value, path: &Path) -> Option<&'a Value> {
-    path.iter().try_fold(v, |cur, seg| cur.get(seg))
+    path.iter().try_fold(v, |cur, seg| step(cur, seg))
 }
 
 fn remove_path(v: &mut Value, path: &Path) {
     let Some((last, parents)) = path.split_last() else { return };
     let mut cur = v;
     for seg in parents {
-        match cur.get_mut(seg) {
-            Some(next) => cur = next,
+        let next = match seg.strip_prefix("f:") {
+            Some(k) => cur.get_mut(k),
+            None => cur.as_array_mut().and_then(|a| a.iter_mut().find(|i| item_matches(i, seg))),
+        };
+        match next {
+            Some(n) => cur = n,
             None => return,
         }
     }
-    if let Some(m) = cur.as_object_mut() {
-        m.remove(last);
+    match last.strip_prefix("f:") {
+        Some(k) => {
+            if let Some(m) = cur.as_object_mut() {
+                m.remove(k);
+            }
+        }
+        None => {
+            if let Some(a) = cur.as_array_mut() {
+                a.retain(|i| !item_matches(i, last));
+            }
+        }
     }
 }
 
-/// RFC 7386-style deep merge used by apply: maps merge, everything else replaces.
-pub fn deep_merge(target: &mut Value, patch: &Value) {
+/// Kubernetes' way of printing a field path in conflict messages:
+/// `.status.conditions[type="Ready"].status`.
+fn display(path: &Path) -> String {
+    let mut out = String::new();
+    for seg in path {
+        if let Some(k) = seg.strip_prefix("f:") {
+            out.push('.');
+            out.push_str(k);
+        } else if let Some(k) = seg.strip_prefix("k:") {
+            let keys: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
+            let parts: Vec<String> = keys.iter().map(|(f, v)| format!("{f}={v}")).collect();
+            out.push_str(&format!("[{}]", parts.join(",")));
+        } else if let Some(v) = seg.strip_prefix("v:") {
+            out.push_str(&format!("[{v}]"));
+        }
+    }
+    out
+}
+
+/// The merge apply performs: maps merge, list-maps merge items by key, sets
+/// union, everything else replaces; `null` removes.
+pub fn deep_merge(target: &mut Value, patch: &Value, schema: Option<&Value>) {
     match (target, patch) {
         (Value::Object(t), Value::Object(p)) => {
             for (k, pv) in p {
+                let sub = prop(schema, k);
                 if pv.is_null() {
                     t.remove(k);
-                } else if let Some(tv) = t.get_mut(k).filter(|tv| tv.is_object() && pv.is_object()) {
-                    deep_merge(tv, pv);
+                } else if let Some(tv) =
+                    t.get_mut(k).filter(|tv| (tv.is_object() && pv.is_object()) || (tv.is_array() && pv.is_array()))
+                {
+                    deep_merge(tv, pv, sub);
                 } else {
                     t.insert(k.clone(), pv.clone());
                 }
             }
         }
+        (Value::Array(t), Value::Array(p)) => match list_kind(schema) {
+            ListKind::Map(keys) if !keys.is_empty() => {
+                let item_schema = schema.and_then(|s| s.get("items"));
+                for item in p {
+                    let seg = item_key(item, &keys);
+                    match t.iter_mut().find(|i| item_matches(i, &seg)) {
+                        Some(existing) => deep_merge(existing, item, item_schema),
+                        None => t.push(item.clone()),
+                    }
+                }
+            }
+            ListKind::Set => {
+                for item in p {
+                    if !t.contains(item) {
+                        t.push(item.clone());
+                    }
+                }
+            }
+            _ => *t = p.clone(),
+        },
         (t, p) => *t = p.clone(),
     }
 }
@@ -221,16 +370,18 @@ pub struct Writer<'a> {
     pub subresource: &'a str,
     pub api_version: &'a str,
     pub now: &'a str,
+    /// The kind's openAPIV3Schema, for list types (None: every list is atomic).
+    pub schema: Option<&'a Value>,
 }
 
 /// Record that `writer` (a non-apply verb) changed `old` into `new`: it takes
 /// the changed fields from everybody else. With no old object, every field.
 pub fn record_update(old: Option<&Value>, new: &mut Value, scope: Scope, w: &Writer<'_>) {
-    let new_fields = fields_of(new, scope);
+    let new_fields = fields_of(new, scope, w.schema);
     let changed: FieldSet = match old {
         None => new_fields.clone(),
         Some(old) => {
-            let old_fields = fields_of(old, scope);
+            let old_fields = fields_of(old, scope, w.schema);
             new_fields
                 .iter()
                 .filter(|p| get_path(old, p) != get_path(new, p))
@@ -282,14 +433,16 @@ fn set_entries(object: &mut Value, list: &[Entry]) {
 /// Server-side apply of `applied` onto `live` (an empty skeleton on create).
 /// Returns the merged object with its managedFields, or a 409 listing conflicts.
 pub fn apply(live: &Value, applied: &Value, scope: Scope, force: bool, w: &Writer<'_>) -> Result<Value, ApiError> {
-    let mine = fields_of(applied, scope);
+    let mine = fields_of(applied, scope, w.schema);
     let mut list = entries(live);
     let is_me = |e: &Entry| e.manager == w.manager && e.operation == "Apply" && e.subresource == w.subresource;
     let mut conflicts: Vec<(String, String)> = vec![];
+    // Owning a list-map item's existence is shared; only its fields conflict.
+    let is_item = |p: &Path| p.last().is_some_and(|s| s.starts_with("k:"));
     for e in list.iter().filter(|e| !is_me(e)) {
-        for p in &mine {
+        for p in mine.iter().filter(|p| !is_item(p)) {
             if e.fields.iter().any(|q| overlaps(p, q)) && get_path(applied, p) != get_path(live, p) {
-                conflicts.push((e.manager.clone(), format!(".{}", p.join("."))));
+                conflicts.push((e.manager.clone(), display(p)));
             }
         }
     }
@@ -318,7 +471,9 @@ pub fn apply(live: &Value, applied: &Value, scope: Scope, force: bool, w: &Write
     let previous: FieldSet = list.iter().find(|e| is_me(e)).map(|e| e.fields.clone()).unwrap_or_default();
     if force {
         for e in list.iter_mut().filter(|e| !is_me(e)) {
-            e.fields.retain(|q| !mine.iter().any(|p| overlaps(p, q) && get_path(applied, p) != get_path(live, p)));
+            e.fields.retain(|q| {
+                !mine.iter().any(|p| !is_item(p) && overlaps(p, q) && get_path(applied, p) != get_path(live, p))
+            });
         }
     }
     let mut merged = live.clone();
@@ -344,7 +499,7 @@ pub fn apply(live: &Value, applied: &Value, scope: Scope, force: bool, w: &Write
             meta.retain(|k, _| !SYSTEM_METADATA.contains(&k.as_str()));
         }
     }
-    deep_merge(&mut merged, &scoped);
+    deep_merge(&mut merged, &scoped, w.schema);
     let entry = Entry {
         manager: w.manager.into(),
         operation: "Apply".into(),
@@ -387,7 +542,7 @@ mod tests {
     use super::*;
 
     fn w(manager: &'static str) -> Writer<'static> {
-        Writer { manager, subresource: "", api_version: "v1", now: "2025-01-01T00:00:00Z" }
+        Writer { manager, subresource: "", api_version: "v1", now: "2025-01-01T00:00:00Z", schema: None }
     }
 
     const MAIN: Scope = Scope::Main { skip_status: true };
@@ -395,7 +550,7 @@ mod tests {
     #[test]
     fn fields_v1_round_trips() {
         let o = json!({"metadata": {"name": "x", "labels": {"a": "b"}}, "spec": {"r": 1, "l": [1, 2], "m": {}}});
-        let set = fields_of(&o, MAIN);
+        let set = fields_of(&o, MAIN, None);
         assert_eq!(
             to_fields_v1(&set),
             json!({"f:metadata": {"f:labels": {"f:a": {}}}, "f:spec": {"f:r": {}, "f:l": {}, "f:m": {}}})
@@ -436,7 +591,46 @@ mod tests {
         record_update(Some(&old), &mut new, MAIN, &w("kubectl-patch"));
         let e = entries(&new);
         let by = |m: &str| e.iter().find(|e| e.manager == m).unwrap().fields.clone();
-        assert!(by("kubectl-patch").contains(&vec!["spec".to_string(), "a".to_string()]));
-        assert!(!by("m").contains(&vec!["spec".to_string(), "a".to_string()]));
+        assert!(by("kubectl-patch").contains(&vec!["f:spec".to_string(), "f:a".to_string()]));
+        assert!(!by("m").contains(&vec!["f:spec".to_string(), "f:a".to_string()]));
+    }
+
+    #[test]
+    fn list_map_items_merge_by_key_and_are_owned_per_item() {
+        let schema = json!({"properties": {"status": {"properties": {"conditions": {
+            "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
+            "items": {"type": "object"}}}}}});
+        let w = |manager: &'static str| Writer {
+            manager,
+            subresource: "status",
+            api_version: "v1",
+            now: "t",
+            schema: Some(&schema),
+        };
+        let status = Scope::Status;
+        let cond = |t: &str, s: &str| json!({"type": t, "status": s});
+        let live = json!({"metadata": {}, "status": {"conditions": [cond("Ready", "True")]}});
+        let live = apply(&live, &json!({"status": {"conditions": [cond("Ready", "True")]}}), status, false, &w("ctl"))
+            .unwrap();
+        // Another manager adds its own condition: merged, not replaced.
+        let both =
+            apply(&live, &json!({"status": {"conditions": [cond("Healthy", "True")]}}), status, false, &w("probe"))
+                .unwrap();
+        assert_eq!(both["status"]["conditions"], json!([cond("Ready", "True"), cond("Healthy", "True")]));
+        assert_eq!(
+            both["metadata"]["managedFields"][1]["fieldsV1"],
+            json!({"f:status": {"f:conditions": {"k:{\"type\":\"Healthy\"}": {".": {}, "f:type": {}, "f:status": {}}}}})
+        );
+        // Changing the other manager's field conflicts and names it precisely.
+        let err =
+            apply(&both, &json!({"status": {"conditions": [cond("Ready", "False")]}}), status, false, &w("probe"))
+                .unwrap_err();
+        assert_eq!(
+            err.message,
+            "Apply failed with 1 conflict: conflict with \"ctl\": .status.conditions[type=\"Ready\"].status"
+        );
+        // Dropping your own item removes it; the other manager's item stays.
+        let dropped = apply(&both, &json!({"status": {"conditions": []}}), status, false, &w("probe")).unwrap();
+        assert_eq!(dropped["status"]["conditions"], json!([cond("Ready", "True")]));
     }
 }
