@@ -130,6 +130,9 @@ impl Running {
     /// Stops serving (open streams end) and waits for the server to finish.
     pub async fn stop(self) -> Result<(), Error> {
         let _ = self.stop.send(true);
+        // Graceful shutdown waits for open connections; event streams never
+        // end on their own.
+        self.shared.master().close_all_streams();
         self.task.await.unwrap_or(Ok(()))
     }
 

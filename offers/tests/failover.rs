@@ -137,3 +137,14 @@ async fn a_partition_aware_framework_sees_unreachable_instead_of_lost() {
     assert_eq!(status.state, TaskState::Unreachable);
     assert_eq!(status.reason, Some(Reason::ReasonAgentRemoved));
 }
+
+#[tokio::test]
+async fn stopping_the_server_ends_open_streams() {
+    let c = Cluster::start().await;
+    let mut f = c.framework("fw", &["mpi"]).await;
+    let Cluster { server, dir: _dir } = c;
+    tokio::time::timeout(common::DEADLINE, server.stop()).await.expect("stop does not hang").unwrap();
+    use futures::StreamExt;
+    let end = tokio::time::timeout(common::DEADLINE, async { while let Some(Ok(_)) = f.events.next().await {} }).await;
+    assert!(end.is_ok(), "the framework's stream ended");
+}

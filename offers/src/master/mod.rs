@@ -321,6 +321,17 @@ impl Master {
         }
     }
 
+    /// Ends every event stream (the server is stopping): clients see their
+    /// stream close and reconnect to whoever serves next.
+    pub fn close_all_streams(&mut self) {
+        for f in self.frameworks.values_mut() {
+            f.conn = None;
+        }
+        for a in self.agents.values_mut() {
+            a.conn = None;
+        }
+    }
+
     fn finish_recovery(&mut self, now: Duration) {
         let Some((pending, _)) = self.recovering.take() else { return };
         for id in pending {
