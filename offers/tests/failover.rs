@@ -5,7 +5,7 @@ mod common;
 
 use common::{Cluster, task, until};
 use mpiswarm_mesos::scheduler::{Call, EventType};
-use mpiswarm_mesos::{Operation, Reason, TaskState};
+use mpiswarm_mesos::{Reason, TaskState};
 
 async fn launch_sleeper(c: &Cluster, failover_timeout: f64) -> common::Framework {
     let mut info = mpiswarm_mesos::FrameworkInfo::new("root", "fw", &["mpi"]);
@@ -13,7 +13,7 @@ async fn launch_sleeper(c: &Cluster, failover_timeout: f64) -> common::Framework
     let mut f = common::Framework::subscribe(&c.url(), info).await;
     let offer = f.offers().await.remove(0);
     let t = task("t1", &offer, 1.0, 128.0, "sleep 1000");
-    f.client.call(&Call::accept(f.id(), vec![offer.id.clone()], vec![Operation::launch(vec![t])], None)).await.unwrap();
+    f.launch(&offer, vec![t]).await;
     let running = f.update_of("t1").await;
     assert_eq!(running.state, TaskState::Running);
     f.ack(&running).await;
@@ -130,7 +130,7 @@ async fn a_partition_aware_framework_sees_unreachable_instead_of_lost() {
     let mut f = common::Framework::subscribe(&c.url(), info).await;
     let offer = f.offers().await.remove(0);
     let t = task("t1", &offer, 1.0, 128.0, "sleep 1000");
-    f.client.call(&Call::accept(f.id(), vec![offer.id.clone()], vec![Operation::launch(vec![t])], None)).await.unwrap();
+    f.launch(&offer, vec![t]).await;
     assert_eq!(f.update_of("t1").await.state, TaskState::Running);
     agent.crash();
     let status = f.update_of("t1").await;

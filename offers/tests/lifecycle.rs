@@ -17,7 +17,7 @@ async fn a_launched_task_runs_finishes_and_is_acknowledged() {
     assert_eq!(offer.hostname, "node1");
     assert_eq!(offer.allocation_info.as_ref().unwrap().role.as_deref(), Some("mpi"));
     let t = task("t1", offer, 1.0, 128.0, "true");
-    f.client.call(&Call::accept(f.id(), vec![offer.id.clone()], vec![Operation::launch(vec![t])], None)).await.unwrap();
+    f.launch(offer, vec![t]).await;
     let running = f.update_of("t1").await;
     assert_eq!(running.state, TaskState::Running);
     assert_eq!(running.uuid.as_ref().unwrap().as_slice().len(), 16);
@@ -34,7 +34,7 @@ async fn an_unacknowledged_update_is_sent_again_with_the_same_uuid() {
     let mut f = c.framework("fw", &["mpi"]).await;
     let offer = f.offers().await.remove(0);
     let t = task("t1", &offer, 1.0, 128.0, "sleep 1000");
-    f.client.call(&Call::accept(f.id(), vec![offer.id.clone()], vec![Operation::launch(vec![t])], None)).await.unwrap();
+    f.launch(&offer, vec![t]).await;
     let first = f.update_of("t1").await;
     let again = f.update_of("t1").await;
     assert_eq!(again.state, TaskState::Running);
@@ -55,7 +55,7 @@ async fn accepting_a_stale_offer_gives_task_lost_with_reason_invalid_offers() {
     f.client.call(&Call::decline(f.id(), vec![offer.id.clone()], Some(Filters::refuse(0.0)))).await.unwrap();
     let t = task("t1", &offer, 1.0, 128.0, "true");
     // 202 all the same: the error comes as a status update.
-    f.client.call(&Call::accept(f.id(), vec![offer.id.clone()], vec![Operation::launch(vec![t])], None)).await.unwrap();
+    f.launch(&offer, vec![t]).await;
     let lost = f.update_of("t1").await;
     assert_eq!(lost.state, TaskState::Lost);
     assert_eq!(lost.reason, Some(Reason::ReasonInvalidOffers));
@@ -69,7 +69,7 @@ async fn a_task_asking_for_more_than_offered_gets_task_error_naming_the_resource
     let mut f = c.framework("fw", &["mpi"]).await;
     let offer = f.offers().await.remove(0);
     let t = task("big", &offer, 3.0, 128.0, "true");
-    f.client.call(&Call::accept(f.id(), vec![offer.id.clone()], vec![Operation::launch(vec![t])], None)).await.unwrap();
+    f.launch(&offer, vec![t]).await;
     let err = f.update_of("big").await;
     assert_eq!(err.state, TaskState::Error);
     assert_eq!(err.reason, Some(Reason::ReasonTaskInvalid));
@@ -165,7 +165,7 @@ async fn an_update_posted_twice_reaches_the_framework_once() {
     let agent_id = sub.subscribed.agent_id.clone();
     let offer = f.offers().await.remove(0);
     let t = task("t1", &offer, 1.0, 128.0, "sleep 1000");
-    f.client.call(&Call::accept(f.id(), vec![offer.id.clone()], vec![Operation::launch(vec![t])], None)).await.unwrap();
+    f.launch(&offer, vec![t]).await;
     use futures::StreamExt;
     let launch = loop {
         let e = sub.events.next().await.unwrap().unwrap();

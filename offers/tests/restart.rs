@@ -7,7 +7,7 @@ mod common;
 use common::{DEADLINE, task};
 use mpiswarm_mesos::client::{Backoff, SchedulerClient};
 use mpiswarm_mesos::scheduler::Call;
-use mpiswarm_mesos::{FrameworkInfo, Operation, Resource, TaskState};
+use mpiswarm_mesos::{FrameworkInfo, Resource, TaskState};
 use mpiswarm_offers::fake_agent::FakeAgent;
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
@@ -64,7 +64,7 @@ async fn kill_9_of_the_offer_layer_kills_no_task_and_reconciliation_reports_them
     let mut f = common::Framework::subscribe(&url, info).await;
     let offer = f.offers().await.remove(0);
     let tasks = vec![task("r0", &offer, 1.0, 256.0, "sleep 1000"), task("r1", &offer, 1.0, 256.0, "sleep 1000")];
-    f.client.call(&Call::accept(f.id(), vec![offer.id.clone()], vec![Operation::launch(tasks)], None)).await.unwrap();
+    f.launch(&offer, tasks).await;
     for _ in 0..2 {
         let s = f.expect(mpiswarm_mesos::scheduler::EventType::Update).await.update.unwrap().status;
         assert_eq!(s.state, TaskState::Running);

@@ -118,6 +118,17 @@ impl Framework {
         }
     }
 
+    /// ACCEPTs `offer` with one LAUNCH of `tasks` (no filter options).
+    pub async fn launch(&self, offer: &mpiswarm_mesos::Offer, tasks: Vec<mpiswarm_mesos::TaskInfo>) {
+        let call = mpiswarm_mesos::scheduler::Call::accept(
+            self.id(),
+            vec![offer.id.clone()],
+            vec![mpiswarm_mesos::Operation::launch(tasks)],
+            None,
+        );
+        self.client.call(&call).await.unwrap();
+    }
+
     pub async fn ack(&self, status: &mpiswarm_mesos::TaskStatus) {
         let call = mpiswarm_mesos::scheduler::Call::acknowledge(
             self.id(),
