@@ -181,6 +181,7 @@ fn meta_mut(obj: &mut Value) -> ApiResult<&mut serde_json::Map<String, Value>> {
 
 fn set_server_status(rt: &ResourceType, obj: &mut Value) {
     match rt.builtin {
+        Some(Builtin::Secret) if obj["type"].as_str().is_none_or(str::is_empty) => obj["type"] = json!("Opaque"),
         Some(Builtin::Namespace) => {
             obj["status"] = json!({"phase": if obj["metadata"]["deletionTimestamp"].is_string() { "Terminating" } else { "Active" }});
             if obj["spec"]["finalizers"].is_null() {

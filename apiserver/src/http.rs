@@ -221,6 +221,17 @@ fn resolve(shared: &Shared, group: &str, version: &str, rest: &[&str]) -> ApiRes
     Ok(Target { rt, namespace, name, status })
 }
 
+/// The object in a POST/PUT body: JSON (or YAML), or protobuf for the
+/// built-in kinds kubectl's typed clients send that way.
+fn object_body(t: &Target, headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
+    let ct = header_str(headers, header::CONTENT_TYPE);
+    if crate::proto::is_protobuf(ct) {
+        return crate::proto::decode(&t.rt, body);
+    }
+    check_json_content_type(headers)?;
+    parse_body(&t.rt, body, false)
+}
+
 fn check_json_content_type(headers: &HeaderMap) -> ApiResult<()> {
     let ct = header_str(headers, header::CONTENT_TYPE);
     if ct.contains("protobuf") || ct.contains("cbor") {
@@ -275,19 +286,15 @@ async fn dispatch(
             return Ok(r);
         }
         Method::POST => {
-            check_json_content_type(headers)?;
             if t.namespace.is_none() && t.rt.namespaced {
                 return Err(ApiError::method_not_allowed(format!(
                     "POST to {} requires a namespace in the path",
                     t.rt.plural
                 )));
             }
-            api.create(&t, parse_body(&t.rt, body, false)?, &opts)?
+            api.create(&t, object_body(&t, headers, body)?, &opts)?
         }
-        Method::PUT => {
-            check_json_content_type(headers)?;
-            api.update(&t, parse_body(&t.rt, body, false)?, &opts)?
-        }
+        Method::PUT => api.update(&t, object_body(&t, headers, body)?, &opts)?,
         Method::PATCH => {
             let pt = PatchType::from_content_type(header_str(headers, header::CONTENT_TYPE))?;
             api.patch(&t, pt, body, &opts)?

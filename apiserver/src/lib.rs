@@ -21,6 +21,7 @@ pub mod fields;
 pub mod http;
 pub mod metrics;
 pub mod openapi;
+pub mod proto;
 pub mod query;
 pub mod registry;
 pub mod schema;

@@ -119,7 +119,7 @@ fn columns(rt: &ResourceType) -> Vec<PrinterColumn> {
         Some(Builtin::Namespace) => cols.extend([col("Status", "string", "", ".status.phase"), age_col]),
         Some(Builtin::Lease) => cols.extend([col("Holder", "string", "", ".spec.holderIdentity"), age_col]),
         Some(Builtin::Secret) => cols.extend([col("Type", "string", "", ".type"), age_col]),
-        Some(Builtin::Crd) => cols.push(col("Created At", "date", "date-time", ".metadata.creationTimestamp")),
+        Some(Builtin::Crd) => cols.push(col("Created At", "date", "", ".metadata.creationTimestamp")),
         Some(Builtin::CoreEvent) => {
             cols = vec![
                 col("Last Seen", "date", "", ".lastTimestamp"),
@@ -138,12 +138,15 @@ fn columns(rt: &ResourceType) -> Vec<PrinterColumn> {
 struct Column {
     def: PrinterColumn,
     path: Option<JsonPath>,
+    /// Show a `date` cell as the timestamp itself (the CRD list's CREATED AT)
+    /// rather than as an age.
+    raw_date: bool,
 }
 
 fn cell(c: &Column, obj: &Value, now: DateTime<Utc>) -> Value {
     let found = c.path.as_ref().and_then(|p| p.query(obj).first().cloned());
     let found = found.as_ref();
-    if c.def.type_ == "date" {
+    if c.def.type_ == "date" && !c.raw_date {
         return age(found.and_then(|v| v.as_str()), now);
     }
     if c.def.name == "Object"
@@ -166,7 +169,7 @@ pub fn table<T: Borrow<Value>>(rt: &ResourceType, objects: &[T], rv: u64, contin
         .into_iter()
         .map(|def| {
             let path = JsonPath::parse(&format!("${}", def.json_path)).ok();
-            Column { def, path }
+            Column { def, path, raw_date: rt.builtin == Some(Builtin::Crd) }
         })
         .collect();
     let defs: Vec<Value> = cols

@@ -169,3 +169,26 @@ async fn requests_without_the_token_get_401() {
     let ns = s.kubectl_ok(&["get", "ns", "default", "-o", "jsonpath={.status.phase}"]);
     assert_eq!(ns, "Active");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn kubectl_create_sends_protobuf_for_built_ins_and_it_works() {
+    let s = Server::start().await;
+    assert!(s.kubectl_ok(&["create", "namespace", "team"]).contains("namespace/team created"));
+    assert!(
+        s.kubectl_ok(&["create", "configmap", "c1", "-n", "team", "--from-literal=a=b"])
+            .contains("configmap/c1 created")
+    );
+    assert!(
+        s.kubectl_ok(&["create", "secret", "generic", "s1", "-n", "team", "--from-literal=pw=x"])
+            .contains("secret/s1 created")
+    );
+    assert_eq!(s.kubectl_ok(&["get", "configmap", "c1", "-n", "team", "-o", "jsonpath={.data.a}"]), "b");
+    assert_eq!(
+        s.kubectl_ok(&["get", "secret", "s1", "-n", "team", "-o", "jsonpath={.type} {.data.pw}"]),
+        "Opaque eA=="
+    );
+    s.kubectl_ok(&["delete", "namespace", "team"]);
+    assert!(s.stored("core/configmaps/team/c1").is_none(), "deleting a namespace deletes its contents");
+    let protected = s.kubectl(&["delete", "namespace", "default"]);
+    assert!(stderr(&protected).contains("Forbidden"), "{}", stderr(&protected));
+}
