@@ -38,6 +38,8 @@ struct Books {
 pub struct FakeAgent {
     books: Arc<Mutex<Books>>,
     subscribed: watch::Receiver<u64>,
+    /// Bumped whenever the books change, so tests await changes instead of polling.
+    changed: watch::Receiver<u64>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -67,9 +69,10 @@ impl FakeAgent {
     pub fn start_with(master: &str, info: AgentInfo) -> Self {
         let books = Arc::new(Mutex::new(Books { agent_id: info.id.clone(), ..Books::default() }));
         let (subscribed_tx, subscribed) = watch::channel(0);
+        let (changed_tx, changed) = watch::channel(0);
         let client = AgentClient::new(master, None);
-        let task = tokio::spawn(run(client, info, books.clone(), subscribed_tx));
-        Self { books, subscribed, task }
+        let task = tokio::spawn(run(client, info, books.clone(), subscribed_tx, changed_tx));
+        Self { books, subscribed, changed, task }
     }
 
     /// Waits until the agent has subscribed at least `n` times in total.
@@ -85,6 +88,19 @@ impl FakeAgent {
     /// The tasks the agent holds.
     pub fn tasks(&self) -> Vec<FakeTask> {
         self.books.lock().map(|b| b.tasks.values().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Waits until `pred` holds for the agent's tasks (checked after every
+    /// change); false if the agent stopped before it did.
+    pub async fn wait_for_tasks(&mut self, mut pred: impl FnMut(&[FakeTask]) -> bool) -> bool {
+        loop {
+            if pred(&self.tasks()) {
+                return true;
+            }
+            if self.changed.changed().await.is_err() {
+                return false;
+            }
+        }
     }
 
     /// Kills the agent process-like: its connection closes, its tasks are gone.
@@ -113,7 +129,13 @@ fn reported(books: &Books) -> Vec<ReportedTask> {
         .collect()
 }
 
-async fn run(client: AgentClient, mut info: AgentInfo, books: Arc<Mutex<Books>>, subscribed: watch::Sender<u64>) {
+async fn run(
+    client: AgentClient,
+    mut info: AgentInfo,
+    books: Arc<Mutex<Books>>,
+    subscribed: watch::Sender<u64>,
+    changed: watch::Sender<u64>,
+) {
     let backoff = Backoff { initial: std::time::Duration::from_millis(50), max: std::time::Duration::from_secs(1) };
     let mut attempt = 0;
     loop {
@@ -140,6 +162,7 @@ async fn run(client: AgentClient, mut info: AgentInfo, books: Arc<Mutex<Books>>,
         let mut events = sub.events;
         while let Some(Ok(event)) = events.next().await {
             handle(&event, &agent_id, &books, &updates_tx);
+            changed.send_modify(|n| *n += 1);
             if event.kind == EventType::Error {
                 break;
             }

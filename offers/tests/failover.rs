@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Cluster, task, until};
+use common::{Cluster, task};
 use mpiswarm_mesos::scheduler::{Call, EventType};
 use mpiswarm_mesos::{Reason, TaskState};
 
@@ -55,10 +55,11 @@ async fn until_disconnected(c: &Cluster) {
 #[tokio::test]
 async fn a_framework_that_stays_away_past_failover_timeout_loses_its_tasks() {
     let c = Cluster::start_with(|a| a.heartbeat_interval = 0.1).await;
-    let agent = c.agent("node1", 4.0, 4096.0);
+    let mut agent = c.agent("node1", 4.0, 4096.0);
     let f = launch_sleeper(&c, 0.2).await;
     drop(f);
-    until(|| agent.tasks().iter().all(|t| t.status.state == TaskState::Killed)).await;
+    let killed = agent.wait_for_tasks(|ts| ts.iter().all(|t| t.status.state == TaskState::Killed));
+    assert!(tokio::time::timeout(common::DEADLINE, killed).await.expect("in time"), "the agent killed the tasks");
     let state = c.state().await;
     assert_eq!(state["frameworks"].as_array().unwrap().len(), 0);
 }

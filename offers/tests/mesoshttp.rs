@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Cluster, DEADLINE, until};
+use common::{Cluster, DEADLINE};
 use tokio::process::Command;
 
 #[tokio::test]
@@ -13,7 +13,7 @@ async fn mesoshttp_subscribes_launches_sees_running_and_finished_and_acknowledge
     // mesoshttp reads events line by line: a record is handled when the next
     // one's header arrives, so short heartbeats keep it moving.
     let c = Cluster::start_with(|a| a.heartbeat_interval = 0.2).await;
-    let agent = c.agent("node1", 2.0, 1024.0);
+    let mut agent = c.agent("node1", 2.0, 1024.0);
     let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mesoshttp_driver.py");
     let out = tokio::time::timeout(DEADLINE * 3, Command::new("python3").arg(driver).arg(c.url()).output())
         .await
@@ -29,7 +29,8 @@ async fn mesoshttp_subscribes_launches_sees_running_and_finished_and_acknowledge
     assert_eq!(result["master_version"], "1.11.0");
     assert_eq!(result["errors"], serde_json::json!([]));
     // The acknowledgement of TASK_FINISHED reached the agent, which forgot the task.
-    until(|| agent.tasks().is_empty()).await;
+    let forgotten = tokio::time::timeout(DEADLINE, agent.wait_for_tasks(<[_]>::is_empty)).await.expect("in time");
+    assert!(forgotten, "the agent forgot the acknowledged task");
     let state = c.state().await;
     let completed = state["completed_tasks"].as_array().unwrap();
     assert!(completed.iter().any(|t| t["task_id"]["value"] == "py-task-1" && t["state"] == "TASK_FINISHED"), "{state}");

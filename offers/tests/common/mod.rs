@@ -160,14 +160,3 @@ pub fn task(id: &str, offer: &mpiswarm_mesos::Offer, cpus: f64, mem: f64, comman
     t.command = Some(mpiswarm_mesos::CommandInfo::shell(command));
     t
 }
-
-/// Waits (by polling the fake agent's books, which change on events) until `pred` holds.
-pub async fn until(mut pred: impl FnMut() -> bool) {
-    tokio::time::timeout(DEADLINE, async {
-        while !pred() {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("condition not met within the deadline");
-}
