@@ -441,10 +441,15 @@ impl Api {
         let written = self.store.mutate(key, |cur, _| {
             let m = f(cur.map(|a| a.as_ref()))?;
             if dry_run {
-                preview = Some(match &m {
+                let mut p = match &m {
                     Mutation::Put(v) | Mutation::Delete(v) => v.clone(),
                     Mutation::Unchanged(v) => (**v).clone(),
-                });
+                };
+                // A dry run commits nothing, so the object keeps its resourceVersion.
+                if let Some(old_rv) = cur.map(|c| c["metadata"]["resourceVersion"].clone()) {
+                    p["metadata"]["resourceVersion"] = old_rv;
+                }
+                preview = Some(p);
                 return Ok(Mutation::Unchanged(cur.cloned().unwrap_or_else(|| Arc::new(Value::Null))));
             }
             Ok(m)

@@ -193,6 +193,11 @@ async fn a_controller_with_finalizer_recorder_and_ssa_status_reaches_a_steady_st
         "jsonpath={.items[*].message}/{.items[*].count}",
     ]);
     assert_eq!(core, "size 3/2");
+    let described = s.kubectl_ok(&["describe", "widget", "one"]);
+    assert!(
+        described.contains("Ready") && described.contains("size 3") && described.contains("widget-controller"),
+        "{described}"
+    );
 
     // Deleting runs the cleanup branch, then the finalizer goes and so does the object.
     widgets.delete("one", &DeleteParams::default()).await.expect("delete");

@@ -10,10 +10,13 @@ struct Cli {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), mpiswarm_apiserver::Error> {
+async fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    mpiswarm_apiserver::run(Cli::parse().args).await
+    if let Err(e) = mpiswarm_apiserver::run(Cli::parse().args).await {
+        eprintln!("mpiswarm-apiserver: {e}");
+        std::process::exit(1);
+    }
 }
