@@ -154,6 +154,49 @@ impl Quantities {
     }
 }
 
+impl std::str::FromStr for Quantities {
+    type Err = String;
+
+    /// Mesos' resource text: `cpus:4;mem:4096;ports:[31000-32000,33000-33010];gpus:{g0,g1}`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let mut q = Quantities::new();
+        for part in text.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, value) = part.split_once(':').ok_or_else(|| format!("resource '{part}' is not NAME:VALUE"))?;
+            let (name, value) = (name.trim(), value.trim());
+            if name.is_empty() {
+                return Err(format!("resource '{part}' has no name"));
+            }
+            if let Some(inner) = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) {
+                let mut ranges = Vec::new();
+                for r in inner.split(',').map(str::trim).filter(|r| !r.is_empty()) {
+                    let (b, e) =
+                        r.split_once('-').ok_or_else(|| format!("range '{r}' of '{name}' is not BEGIN-END"))?;
+                    let parse = |x: &str| {
+                        x.trim().parse::<u64>().map_err(|_| format!("range '{r}' of '{name}' is not numeric"))
+                    };
+                    let (b, e) = (parse(b)?, parse(e)?);
+                    if b > e {
+                        return Err(format!("range '{r}' of '{name}' ends before it begins"));
+                    }
+                    ranges.push((b, e));
+                }
+                q.add_resource(&Resource::ranges(name, ranges));
+            } else if let Some(inner) = value.strip_prefix('{').and_then(|v| v.strip_suffix('}')) {
+                let items = inner.split(',').map(str::trim).filter(|i| !i.is_empty()).map(str::to_owned);
+                q.add_resource(&Resource::set(name, items));
+            } else {
+                let v: f64 =
+                    value.parse().map_err(|_| format!("value '{value}' of resource '{name}' is not a number"))?;
+                if !v.is_finite() || v < 0.0 {
+                    return Err(format!("value {v} of resource '{name}' must be a non-negative number"));
+                }
+                q.add_resource(&Resource::scalar(name, v));
+            }
+        }
+        Ok(q)
+    }
+}
+
 /// Mesos keeps scalars at three decimal places; so do we on the wire.
 fn round_scalar(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
@@ -236,6 +279,15 @@ mod tests {
         assert!(!total.contains(&used));
         total.add(&used);
         assert_eq!(total.to_string(), "cpus:4;ports:[31000-31010];gpus:{g0,g1}");
+    }
+
+    #[test]
+    fn mesos_resource_text_parses_and_prints_back() {
+        let q: Quantities = "cpus:4;mem:4096;ports:[31000-31010,31011-31020];gpus:{g0,g1}".parse().unwrap();
+        assert_eq!(q.to_string(), "cpus:4;mem:4096;ports:[31000-31020];gpus:{g0,g1}");
+        assert_eq!("cpus:x".parse::<Quantities>().unwrap_err(), "value 'x' of resource 'cpus' is not a number");
+        assert_eq!("cpus".parse::<Quantities>().unwrap_err(), "resource 'cpus' is not NAME:VALUE");
+        assert!("ports:[9-1]".parse::<Quantities>().unwrap_err().contains("'9-1'"));
     }
 
     #[test]

@@ -196,3 +196,18 @@ async fn an_update_posted_twice_reaches_the_framework_once() {
     }
     assert_eq!(acked, vec![running.uuid.unwrap(), finished.uuid.unwrap()]);
 }
+
+#[tokio::test]
+async fn a_fake_agent_from_the_command_line_offers_its_resources() {
+    let c = Cluster::start_with(|a| {
+        a.fake_agents = vec![mpiswarm_offers::server::FakeAgentSpec {
+            hostname: "demo".into(),
+            resources: "cpus:3;mem:1024".parse::<mpiswarm_mesos::quantities::Quantities>().unwrap().to_resources(None),
+        }]
+    })
+    .await;
+    let mut f = c.framework("fw", &["mpi"]).await;
+    let offer = f.offers().await.remove(0);
+    assert_eq!(offer.hostname, "demo");
+    assert_eq!(mpiswarm_mesos::resources::scalar_sum(&offer.resources, "cpus"), 3.0);
+}

@@ -26,6 +26,7 @@ pub fn args(data_dir: &std::path::Path) -> OffersArgs {
         max_body_bytes: 4 * 1024 * 1024,
         redirect_to: None,
         advertise_host: None,
+        fake_agents: Vec::new(),
     }
 }
 
