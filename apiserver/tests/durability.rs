@@ -79,10 +79,11 @@ async fn acknowledged_writes_survive_kill_9_and_watches_resume_exactly_once() {
     // A watcher from the start, recording what it saw before the crash.
     let seen: Arc<Mutex<Vec<(u64, String)>>> = Arc::default();
     let watch = {
-        let (http, url, seen) =
-            (server.http.clone(), format!("{cms}?watch=true&resourceVersion={start_rv}"), seen.clone());
+        // Connected before any client writes, so the kill cannot come first.
+        let resp = server.http.get(format!("{cms}?watch=true&resourceVersion={start_rv}")).send().await.expect("watch");
+        assert_eq!(resp.status(), 200);
+        let seen = seen.clone();
         tokio::spawn(async move {
-            let resp = http.get(url).send().await.expect("watch");
             let mut body = resp.bytes_stream();
             let mut buf = Vec::new();
             while let Some(Ok(chunk)) = body.next().await {
