@@ -1,22 +1,22 @@
 //! The verbs: get, list, create, update (PUT), patch (merge, JSON patch,
 //! strategic merge for built-ins, server-side apply), delete (finalizers and
 //! deletionTimestamp) and deletecollection, over any served resource. Each
-//! returns the served view of the object and the HTTP code; routing and
-//! rendering live in `http`.
+//! returns the served view of the object and the HTTP code. Lists live in
+//! `list`, non-apply patch bodies in `patch`, write rules in `admission`,
+//! routing and rendering in `http`.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::admission::{WriteCtx, admit_create, admit_update};
-use crate::error::{ApiError, ApiResult, Cause};
+use crate::error::{ApiError, ApiResult};
 use crate::events;
 use crate::fields;
+use crate::patch::{PatchType, apply_json_patch, strip_directives};
 use crate::query::Query;
 use crate::registry::{Builtin, Registry, ResourceType};
-use crate::selectors::{FieldSelector, LabelSelector};
 use crate::store::{Mutation, Store, Written};
 
 /// The resource, namespace, name and subresource a request addresses.
@@ -69,23 +69,6 @@ pub fn view(rt: &ResourceType, stored: &Value) -> Value {
     view_cow(rt, stored).into_owned()
 }
 
-/// One page of a list: the matching stored objects, the list RV and the
-/// continue token when more remain.
-pub struct Page {
-    pub items: Vec<Arc<Value>>,
-    pub rv: u64,
-    pub next: Option<String>,
-}
-
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ListBody<'a> {
-    api_version: String,
-    kind: &'a str,
-    metadata: Value,
-    items: Vec<Cow<'a, Value>>,
-}
-
 /// A written view back into the stored shape.
 fn to_storage(rt: &ResourceType, mut v: Value) -> Value {
     if rt.builtin == Some(Builtin::CoreEvent) {
@@ -100,33 +83,6 @@ fn to_storage(rt: &ResourceType, mut v: Value) -> Value {
 
 fn now() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
-
-fn field_selector(rt: &ResourceType, q: &Query) -> ApiResult<FieldSelector> {
-    let allowed: &[&str] = match rt.builtin {
-        Some(Builtin::CoreEvent) => events::CORE_FIELDS,
-        Some(Builtin::EventsV1) => events::V1_FIELDS,
-        Some(Builtin::Secret) => &["type"],
-        Some(Builtin::Namespace) => &["status.phase"],
-        _ => &[],
-    };
-    FieldSelector::parse(q.get("fieldSelector").unwrap_or(""), allowed)
-}
-
-/// Label and field selection over served views.
-pub struct Filter {
-    labels: LabelSelector,
-    fields: FieldSelector,
-}
-
-impl Filter {
-    pub fn new(rt: &ResourceType, q: &Query) -> ApiResult<Self> {
-        Ok(Self { labels: LabelSelector::parse(q.get("labelSelector").unwrap_or(""))?, fields: field_selector(rt, q)? })
-    }
-
-    pub fn matches(&self, view: &Value) -> bool {
-        self.labels.matches(view) && self.fields.matches(view)
-    }
 }
 
 /// Parse a request body as JSON (or YAML for apply), naming what is wrong.
@@ -185,84 +141,6 @@ fn manager(q: &Query, user_agent: &str) -> String {
     match q.get("fieldManager") {
         Some(m) => m.to_string(),
         None => user_agent.split('/').next().filter(|s| !s.is_empty()).unwrap_or("unknown").to_string(),
-    }
-}
-
-fn encode_continue(key: &str, rv: u64) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json!({"k": key, "rv": rv}).to_string())
-}
-
-fn decode_continue(token: &str) -> ApiResult<String> {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .and_then(|v| v["k"].as_str().map(String::from))
-        .ok_or_else(|| ApiError::bad_request(format!("invalid continue token {token:?}")))
-}
-
-/// Strategic-merge directives make no sense to a JSON merge; drop them.
-fn strip_directives(v: &mut Value) {
-    if let Some(m) = v.as_object_mut() {
-        m.retain(|k, _| !k.starts_with('$'));
-        for sub in m.values_mut() {
-            strip_directives(sub);
-        }
-    }
-}
-
-fn json_patch_error(rt: &ResourceType, name: &str, e: impl std::fmt::Display) -> ApiError {
-    ApiError::invalid(
-        &rt.kind,
-        &rt.group,
-        name,
-        vec![Cause {
-            reason: "FieldValueInvalid",
-            field: "patch".into(),
-            message: format!("Invalid value: the JSON patch could not be applied: {e}"),
-        }],
-    )
-}
-
-/// RFC 6902 with the evanphx quirk Kubernetes has: `test` of a missing path
-/// against `null` passes (the kube-rs finalizer helper relies on it).
-fn apply_json_patch(rt: &ResourceType, name: &str, doc: &mut Value, patch: &Value) -> ApiResult<()> {
-    let ops =
-        patch.as_array().ok_or_else(|| ApiError::bad_request("a JSON patch must be a JSON array of operations"))?;
-    let kept: Vec<Value> = ops
-        .iter()
-        .filter(|op| {
-            let missing_null_test = op["op"] == "test"
-                && op["value"].is_null()
-                && op["path"].as_str().is_some_and(|p| doc.pointer(p).is_none());
-            !missing_null_test
-        })
-        .cloned()
-        .collect();
-    let parsed: json_patch::Patch = serde_json::from_value(Value::Array(kept))
-        .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-    json_patch::patch(doc, &parsed).map_err(|e| json_patch_error(rt, name, e))
-}
-
-pub enum PatchType {
-    Merge,
-    Json,
-    Strategic,
-    Apply,
-}
-
-impl PatchType {
-    pub fn from_content_type(ct: &str) -> ApiResult<Self> {
-        let base = ct.split(';').next().unwrap_or("").trim();
-        match base {
-            "application/merge-patch+json" => Ok(PatchType::Merge),
-            "application/json-patch+json" => Ok(PatchType::Json),
-            "application/strategic-merge-patch+json" => Ok(PatchType::Strategic),
-            "application/apply-patch+yaml" | "application/apply-patch+json" => Ok(PatchType::Apply),
-            other => Err(ApiError::unsupported_media_type(format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {other:?})"
-            ))),
-        }
     }
 }
 
@@ -332,53 +210,6 @@ impl Api {
     pub fn get(&self, t: &Target) -> ApiResult<Value> {
         let obj = self.store.get(&t.key()?).ok_or_else(|| t.not_found())?;
         Ok(view(&t.rt, &obj))
-    }
-
-    /// A list page of the stored objects whose served view matches the selectors.
-    pub fn list(&self, t: &Target, q: &Query) -> ApiResult<Page> {
-        let filter = Filter::new(&t.rt, q)?;
-        let prefix = t.rt.prefix(t.namespace.as_deref());
-        let after = match q.get("continue") {
-            Some(tok) => decode_continue(tok)?,
-            None => String::new(),
-        };
-        let limit = q.number("limit")?.filter(|l| *l > 0).map(|l| l as usize);
-        let snap = self.store.list_after(&prefix, &after);
-        let mut items: Vec<Arc<Value>> = vec![];
-        let mut next = None;
-        for obj in snap.items {
-            if !filter.matches(&view_cow(&t.rt, &obj)) {
-                continue;
-            }
-            if limit.is_some_and(|l| items.len() >= l) {
-                let last = items.last().map(|i| &i["metadata"]);
-                let last_key = t.rt.key(
-                    last.and_then(|m| m["namespace"].as_str()),
-                    last.and_then(|m| m["name"].as_str()).unwrap_or_default(),
-                );
-                next = Some(encode_continue(&last_key, snap.rv));
-                break;
-            }
-            items.push(obj);
-        }
-        Ok(Page { items, rv: snap.rv, next })
-    }
-
-    /// The `<Kind>List` JSON of a page, serialised without copying the objects.
-    pub fn list_json(&self, t: &Target, page: &Page) -> String {
-        let mut metadata = json!({"resourceVersion": page.rv.to_string()});
-        if let Some(c) = &page.next {
-            metadata["continue"] = json!(c);
-        }
-        let api_version = if t.rt.builtin == Some(Builtin::CoreEvent) { "v1".into() } else { t.rt.api_version() };
-        let body = ListBody {
-            api_version,
-            kind: &t.rt.list_kind,
-            metadata,
-            items: page.items.iter().map(|o| view_cow(&t.rt, o)).collect(),
-        };
-        serde_json::to_string(&body)
-            .unwrap_or_else(|e| ApiError::internal(format!("list encoding: {e}")).to_status().to_string())
     }
 
     fn ensure_namespace(&self, t: &Target) -> ApiResult<()> {

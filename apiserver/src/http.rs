@@ -14,10 +14,11 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::api::{Api, PatchType, Target, WriteOpts, parse_body, view_cow};
+use crate::api::{Api, Target, WriteOpts, parse_body, view_cow};
 use crate::discovery;
 use crate::error::{ApiError, ApiResult};
 use crate::openapi;
+use crate::patch::PatchType;
 use crate::query::Query;
 use crate::table::{self, Format};
 use crate::watch::{self, WatchRequest};

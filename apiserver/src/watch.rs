@@ -12,8 +12,9 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::api::{Api, Filter, Target, view};
+use crate::api::{Api, Target, view};
 use crate::error::{ApiError, ApiResult};
+use crate::list::Filter;
 use crate::query::Query;
 use crate::store::{ChangeType, Since};
 use crate::table::{self, Format};
