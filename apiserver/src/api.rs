@@ -451,6 +451,40 @@ impl Api {
         Ok(result)
     }
 
+    /// Delete events last seen before `cutoff`; returns how many went.
+    pub fn expire_events(&self, cutoff: chrono::DateTime<chrono::Utc>) -> usize {
+        let last_seen = |e: &Value| -> Option<chrono::DateTime<chrono::Utc>> {
+            [
+                &e["series"]["lastObservedTime"],
+                &e["deprecatedLastTimestamp"],
+                &e["eventTime"],
+                &e["metadata"]["creationTimestamp"],
+            ]
+            .into_iter()
+            .filter_map(|v| v.as_str())
+            .filter_map(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .max()
+        };
+        let mut expired = 0;
+        for e in self.store.list("core/events/").items {
+            if last_seen(&e).is_some_and(|t| t < cutoff) {
+                let ns = e["metadata"]["namespace"].as_str().unwrap_or_default();
+                let name = e["metadata"]["name"].as_str().unwrap_or_default();
+                let gone = self.store.mutate(&format!("core/events/{ns}/{name}"), |cur, _| match cur {
+                    // Re-checked under the lock: a repeat may have refreshed it.
+                    Some(c) if last_seen(c).is_some_and(|t| t < cutoff) => Ok(Mutation::Delete((**c).clone())),
+                    Some(c) => Ok(Mutation::Unchanged(c.clone())),
+                    None => Err(ApiError::no_route()),
+                });
+                if matches!(gone, Ok(Written::Deleted(_))) {
+                    expired += 1;
+                }
+            }
+        }
+        expired
+    }
+
     /// A deleted namespace takes everything in it along (the namespace
     /// controller's job on a real cluster; finalizers are not waited for).
     fn delete_namespace_contents(&self, ns: &str) {

@@ -48,7 +48,7 @@ pub struct ApiserverArgs {
     #[arg(long)]
     pub insecure_http: bool,
     /// How many changes are kept for watches; older resourceVersions get 410 Expired.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 20_000)]
     pub watch_history: usize,
     /// Largest accepted request body, in bytes (kube-apiserver's limit is 3 MiB).
     #[arg(long, default_value_t = 3 * 1024 * 1024)]
@@ -56,6 +56,9 @@ pub struct ApiserverArgs {
     /// Interval between BOOKMARK events for watchers that allow them.
     #[arg(long, default_value_t = 60)]
     pub bookmark_seconds: u64,
+    /// Events last seen longer ago than this are deleted (kube-apiserver's --event-ttl).
+    #[arg(long, default_value_t = 3600)]
+    pub event_ttl_seconds: u64,
 }
 
 impl ApiserverArgs {
@@ -65,9 +68,10 @@ impl ApiserverArgs {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             data_dir: dir.into(),
             insecure_http: false,
-            watch_history: 100_000,
+            watch_history: 20_000,
             max_body_bytes: 3 * 1024 * 1024,
             bookmark_seconds: 60,
+            event_ttl_seconds: 3600,
         }
     }
 }
@@ -91,19 +95,22 @@ pub struct Running {
     pub kubeconfig: PathBuf,
     pub token: String,
     pub api: Arc<api::Api>,
-    task: tokio::task::JoinHandle<()>,
+    /// The server and the event sweeper.
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Running {
     /// Stop serving (open connections are dropped).
     pub fn stop(&self) {
-        self.task.abort();
+        for t in &self.tasks {
+            t.abort();
+        }
     }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        self.task.abort();
+        self.stop();
     }
 }
 
@@ -145,8 +152,22 @@ pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
         }),
         Some(tls) => tokio::spawn(serve_tls(listener, app, tls.config)),
     };
+    let sweeper = tokio::spawn(sweep_events(api.clone(), Duration::from_secs(args.event_ttl_seconds)));
     tracing::info!(%url, kubeconfig = %kubeconfig.display(), "apiserver listening");
-    Ok(Running { addr, url, kubeconfig, token, api, task })
+    Ok(Running { addr, url, kubeconfig, token, api, tasks: vec![task, sweeper] })
+}
+
+/// Delete expired events now and then, as kube-apiserver's --event-ttl does.
+async fn sweep_events(api: Arc<api::Api>, ttl: Duration) {
+    let every = ttl.clamp(Duration::from_secs(1), Duration::from_secs(60));
+    loop {
+        tokio::time::sleep(every).await;
+        let cutoff = chrono::Utc::now() - chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::MAX);
+        let expired = api.expire_events(cutoff);
+        if expired > 0 {
+            tracing::debug!(expired, "expired events deleted");
+        }
+    }
 }
 
 async fn serve_tls(listener: tokio::net::TcpListener, app: axum::Router, config: Arc<rustls::ServerConfig>) {
@@ -154,7 +175,15 @@ async fn serve_tls(listener: tokio::net::TcpListener, app: axum::Router, config:
     use hyper_util::service::TowerToHyperService;
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
     loop {
-        let Ok((tcp, peer)) = listener.accept().await else { continue };
+        let (tcp, peer) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
         let acceptor = acceptor.clone();
         let service = TowerToHyperService::new(app.clone());
         tokio::spawn(async move {

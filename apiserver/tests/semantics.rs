@@ -331,3 +331,14 @@ async fn partial_object_metadata_is_served_for_metadata_watchers() {
     assert_eq!(list["items"][0]["metadata"]["labels"]["x"], "y");
     assert!(list["items"][0].get("data").is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn events_expire_after_the_event_ttl() {
+    let s = Server::start_with(|a| a.event_ttl_seconds = 1).await;
+    let c = Client { http: http(&s), base: s.running.url.clone() };
+    let old = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "old.1"},
+        "eventTime": "2020-01-01T00:00:00.000000Z", "reason": "Old", "action": "A", "reportingController": "t", "reportingInstance": "t",
+        "regarding": {"kind": "ConfigMap", "name": "x", "namespace": "default"}, "type": "Normal"});
+    assert_eq!(c.post("/apis/events.k8s.io/v1/namespaces/default/events", old).await.0, 201);
+    s.until("the old event expires", |s| s.stored("core/events/default/old.1").is_none()).await;
+}
