@@ -13,7 +13,6 @@ use serde_json::{Value, json};
 use crate::admission::{WriteCtx, admit_create, admit_update};
 use crate::error::{ApiError, ApiResult};
 use crate::events;
-use crate::fields;
 use crate::patch::{PatchType, apply_json_patch, strip_directives};
 use crate::query::Query;
 use crate::registry::{Builtin, Registry, ResourceType};
@@ -336,13 +335,13 @@ impl Api {
             return self.write(t, &key, dry_run, |cur| match cur {
                 None => {
                     let skeleton = json!({"apiVersion": av, "kind": rt.kind, "metadata": {"name": name}});
-                    let merged = fields::apply(&skeleton, &applied, scope, force, &writer)?;
+                    let merged = crate::apply::apply(&skeleton, &applied, scope, force, &writer)?;
                     let obj = admit_create(&cx, to_storage(&rt, merged))?;
                     Ok(Mutation::Put(obj))
                 }
                 Some(old) => {
                     let live = view(&rt, old);
-                    let merged = fields::apply(&live, &applied, scope, force, &writer)?;
+                    let merged = crate::apply::apply(&live, &applied, scope, force, &writer)?;
                     admit_update(&cx, old, to_storage(&rt, merged))
                 }
             });

@@ -1,4 +1,6 @@
-//! Field ownership (`metadata.managedFields`) and server-side apply.
+//! Field ownership (`metadata.managedFields`): field sets, their fieldsV1
+//! encoding, and how non-apply updates move ownership. Server-side apply
+//! itself is in `apply`.
 //!
 //! A field set is the set of leaf paths a manager owns, in fieldsV1 notation:
 //! map keys are walked (`f:`), `x-kubernetes-list-type: map` items are owned
@@ -13,8 +15,6 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
-use crate::error::{ApiError, Cause};
-
 pub type Path = Vec<String>;
 pub type FieldSet = BTreeSet<Path>;
 
@@ -28,7 +28,7 @@ pub enum Scope {
     Status,
 }
 
-const SYSTEM_METADATA: &[&str] = &[
+pub(crate) const SYSTEM_METADATA: &[&str] = &[
     "name",
     "namespace",
     "uid",
@@ -43,7 +43,7 @@ const SYSTEM_METADATA: &[&str] = &[
 ];
 
 /// How a list is merged and owned, from the schema (atomic by default).
-enum ListKind<'a> {
+pub(crate) enum ListKind<'a> {
     Atomic,
     /// `x-kubernetes-list-type: map` with its key fields.
     Map(Vec<&'a str>),
@@ -51,7 +51,7 @@ enum ListKind<'a> {
     Set,
 }
 
-fn list_kind(schema: Option<&Value>) -> ListKind<'_> {
+pub(crate) fn list_kind(schema: Option<&Value>) -> ListKind<'_> {
     let Some(s) = schema else { return ListKind::Atomic };
     match s["x-kubernetes-list-type"].as_str() {
         Some("map") => ListKind::Map(
@@ -62,13 +62,13 @@ fn list_kind(schema: Option<&Value>) -> ListKind<'_> {
     }
 }
 
-fn prop<'a>(schema: Option<&'a Value>, key: &str) -> Option<&'a Value> {
+pub(crate) fn prop<'a>(schema: Option<&'a Value>, key: &str) -> Option<&'a Value> {
     let s = schema?;
     s["properties"].get(key).or_else(|| s.get("additionalProperties").filter(|a| a.is_object()))
 }
 
 /// The `k:{...}` segment of a list-map item (keys in schema order, as JSON).
-fn item_key(item: &Value, keys: &[&str]) -> String {
+pub(crate) fn item_key(item: &Value, keys: &[&str]) -> String {
     let obj: Map<String, Value> = keys.iter().map(|k| (k.to_string(), item[*k].clone())).collect();
     format!("k:{}", Value::Object(obj))
 }
@@ -207,12 +207,12 @@ pub fn from_fields_v1(v: &Value) -> FieldSet {
     out
 }
 
-fn overlaps(a: &Path, b: &Path) -> bool {
+pub(crate) fn overlaps(a: &Path, b: &Path) -> bool {
     a.starts_with(b) || b.starts_with(a)
 }
 
 /// Does list item `item` match the `k:`/`v:` segment?
-fn item_matches(item: &Value, seg: &str) -> bool {
+pub(crate) fn item_matches(item: &Value, seg: &str) -> bool {
     if let Some(k) = seg.strip_prefix("k:") {
         return serde_json::from_str::<Map<String, Value>>(k)
             .is_ok_and(|keys| keys.iter().all(|(f, want)| item.get(f).unwrap_or(&Value::Null) == want));
@@ -234,7 +234,7 @@ pub fn get_path<'a>(v: &'a Value, path: &Path) -> Option<&'a Value> {
     path.iter().try_fold(v, |cur, seg| step(cur, seg))
 }
 
-fn remove_path(v: &mut Value, path: &Path) {
+pub(crate) fn remove_path(v: &mut Value, path: &Path) {
     let Some((last, parents)) = path.split_last() else { return };
     let mut cur = v;
     for seg in parents {
@@ -258,67 +258,6 @@ fn remove_path(v: &mut Value, path: &Path) {
                 a.retain(|i| !item_matches(i, last));
             }
         }
-    }
-}
-
-/// Kubernetes' way of printing a field path in conflict messages:
-/// `.status.conditions[type="Ready"].status`.
-fn display(path: &Path) -> String {
-    let mut out = String::new();
-    for seg in path {
-        if let Some(k) = seg.strip_prefix("f:") {
-            out.push('.');
-            out.push_str(k);
-        } else if let Some(k) = seg.strip_prefix("k:") {
-            let keys: Map<String, Value> = serde_json::from_str(k).unwrap_or_default();
-            let parts: Vec<String> = keys.iter().map(|(f, v)| format!("{f}={v}")).collect();
-            out.push_str(&format!("[{}]", parts.join(",")));
-        } else if let Some(v) = seg.strip_prefix("v:") {
-            out.push_str(&format!("[{v}]"));
-        }
-    }
-    out
-}
-
-/// The merge apply performs: maps merge, list-maps merge items by key, sets
-/// union, everything else replaces; `null` removes.
-pub fn deep_merge(target: &mut Value, patch: &Value, schema: Option<&Value>) {
-    match (target, patch) {
-        (Value::Object(t), Value::Object(p)) => {
-            for (k, pv) in p {
-                let sub = prop(schema, k);
-                if pv.is_null() {
-                    t.remove(k);
-                } else if let Some(tv) =
-                    t.get_mut(k).filter(|tv| (tv.is_object() && pv.is_object()) || (tv.is_array() && pv.is_array()))
-                {
-                    deep_merge(tv, pv, sub);
-                } else {
-                    t.insert(k.clone(), pv.clone());
-                }
-            }
-        }
-        (Value::Array(t), Value::Array(p)) => match list_kind(schema) {
-            ListKind::Map(keys) if !keys.is_empty() => {
-                let item_schema = schema.and_then(|s| s.get("items"));
-                for item in p {
-                    let seg = item_key(item, &keys);
-                    match t.iter_mut().find(|i| item_matches(i, &seg)) {
-                        Some(existing) => deep_merge(existing, item, item_schema),
-                        None => t.push(item.clone()),
-                    }
-                }
-            }
-            ListKind::Set => {
-                for item in p {
-                    if !t.contains(item) {
-                        t.push(item.clone());
-                    }
-                }
-            }
-            _ => *t = p.clone(),
-        },
-        (t, p) => *t = p.clone(),
     }
 }
 
@@ -419,7 +358,7 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, scope: Scope, w: &Wri
     set_entries(new, &list);
 }
 
-fn set_entries(object: &mut Value, list: &[Entry]) {
+pub(crate) fn set_entries(object: &mut Value, list: &[Entry]) {
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         let encoded = encode(list);
         if encoded.as_array().is_some_and(|a| a.is_empty()) {
@@ -428,96 +367,6 @@ fn set_entries(object: &mut Value, list: &[Entry]) {
             meta.insert("managedFields".into(), encoded);
         }
     }
-}
-
-/// Server-side apply of `applied` onto `live` (an empty skeleton on create).
-/// Returns the merged object with its managedFields, or a 409 listing conflicts.
-pub fn apply(live: &Value, applied: &Value, scope: Scope, force: bool, w: &Writer<'_>) -> Result<Value, ApiError> {
-    let mine = fields_of(applied, scope, w.schema);
-    let mut list = entries(live);
-    let is_me = |e: &Entry| e.manager == w.manager && e.operation == "Apply" && e.subresource == w.subresource;
-    let mut conflicts: Vec<(String, String)> = vec![];
-    // Owning a list-map item's existence is shared; only its fields conflict.
-    let is_item = |p: &Path| p.last().is_some_and(|s| s.starts_with("k:"));
-    for e in list.iter().filter(|e| !is_me(e)) {
-        for p in mine.iter().filter(|p| !is_item(p)) {
-            if e.fields.iter().any(|q| overlaps(p, q)) && get_path(applied, p) != get_path(live, p) {
-                conflicts.push((e.manager.clone(), display(p)));
-            }
-        }
-    }
-    if !conflicts.is_empty() && !force {
-        let n = conflicts.len();
-        let details: Vec<String> = conflicts.iter().map(|(m, f)| format!("conflict with \"{m}\": {f}")).collect();
-        let message = if n == 1 {
-            format!("Apply failed with 1 conflict: {}", details[0])
-        } else {
-            format!("Apply failed with {n} conflicts: {}", details.join("\n"))
-        };
-        let mut err = ApiError::new(409, "Conflict", message);
-        err.details = Some(crate::error::Details {
-            causes: conflicts
-                .iter()
-                .map(|(m, f)| Cause {
-                    reason: "FieldManagerConflict",
-                    field: f.clone(),
-                    message: format!("conflict with \"{m}\""),
-                })
-                .collect(),
-            ..Default::default()
-        });
-        return Err(err);
-    }
-    let previous: FieldSet = list.iter().find(|e| is_me(e)).map(|e| e.fields.clone()).unwrap_or_default();
-    if force {
-        for e in list.iter_mut().filter(|e| !is_me(e)) {
-            e.fields.retain(|q| {
-                !mine.iter().any(|p| !is_item(p) && overlaps(p, q) && get_path(applied, p) != get_path(live, p))
-            });
-        }
-    }
-    let mut merged = live.clone();
-    for p in previous.difference(&mine) {
-        let still_named = mine.iter().any(|q| overlaps(p, q));
-        let owned_elsewhere = list.iter().filter(|e| !is_me(e)).any(|e| e.fields.iter().any(|q| overlaps(p, q)));
-        if !still_named && !owned_elsewhere {
-            remove_path(&mut merged, p);
-        }
-    }
-    let mut scoped = applied.clone();
-    if let Some(m) = scoped.as_object_mut() {
-        m.remove("apiVersion");
-        m.remove("kind");
-        match scope {
-            Scope::Status => m.retain(|k, _| k == "status"),
-            Scope::Main { skip_status: true } => {
-                m.remove("status");
-            }
-            Scope::Main { skip_status: false } => {}
-        }
-        if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.retain(|k, _| !SYSTEM_METADATA.contains(&k.as_str()));
-        }
-    }
-    deep_merge(&mut merged, &scoped, w.schema);
-    let entry = Entry {
-        manager: w.manager.into(),
-        operation: "Apply".into(),
-        api_version: w.api_version.into(),
-        time: w.now.into(),
-        subresource: w.subresource.into(),
-        fields: mine,
-    };
-    // Keep the entry in place: a reordered list would make a no-op apply look like a change.
-    match list.iter().position(is_me) {
-        Some(i) => list[i] = entry,
-        None => list.push(entry),
-    }
-    for e in &mut list {
-        e.fields.retain(|p| get_path(&merged, p).is_some());
-    }
-    set_entries(&mut merged, &list);
-    Ok(merged)
 }
 
 /// Compare two objects ignoring managedFields timestamps and the resourceVersion.
@@ -540,6 +389,7 @@ pub fn same_content(a: &Value, b: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::apply::apply;
 
     fn w(manager: &'static str) -> Writer<'static> {
         Writer { manager, subresource: "", api_version: "v1", now: "2025-01-01T00:00:00Z", schema: None }
@@ -559,31 +409,6 @@ mod tests {
     }
 
     #[test]
-    fn a_non_forced_apply_that_changes_another_managers_field_conflicts() {
-        let live = apply(&json!({"metadata": {}}), &json!({"spec": {"holder": "a"}}), MAIN, false, &w("a")).unwrap();
-        let err = apply(&live, &json!({"spec": {"holder": "b"}}), MAIN, false, &w("b")).unwrap_err();
-        assert_eq!((err.code, err.reason), (409, "Conflict"));
-        assert_eq!(err.message, "Apply failed with 1 conflict: conflict with \"a\": .spec.holder");
-        // Same value: shared ownership, no conflict.
-        assert!(apply(&live, &json!({"spec": {"holder": "a"}}), MAIN, false, &w("b")).is_ok());
-        // Forced: ownership moves to b.
-        let forced = apply(&live, &json!({"spec": {"holder": "b"}}), MAIN, true, &w("b")).unwrap();
-        let owners: Vec<_> = entries(&forced).into_iter().map(|e| e.manager).collect();
-        assert_eq!(owners, vec!["b"]);
-        assert_eq!(forced["spec"]["holder"], "b");
-    }
-
-    #[test]
-    fn omitting_an_owned_field_removes_it_unless_someone_else_owns_it() {
-        let live = apply(&json!({"metadata": {}}), &json!({"spec": {"a": 1, "b": 2}}), MAIN, false, &w("m")).unwrap();
-        let next = apply(&live, &json!({"spec": {"a": 1}}), MAIN, false, &w("m")).unwrap();
-        assert_eq!(next["spec"], json!({"a": 1}));
-        let shared = apply(&live, &json!({"spec": {"b": 2}}), MAIN, false, &w("other")).unwrap();
-        let next = apply(&shared, &json!({"spec": {"a": 1}}), MAIN, false, &w("m")).unwrap();
-        assert_eq!(next["spec"], json!({"a": 1, "b": 2}));
-    }
-
-    #[test]
     fn an_update_takes_the_fields_it_changed() {
         let old = apply(&json!({"metadata": {}}), &json!({"spec": {"a": 1, "b": 2}}), MAIN, false, &w("m")).unwrap();
         let mut new = old.clone();
@@ -593,44 +418,5 @@ mod tests {
         let by = |m: &str| e.iter().find(|e| e.manager == m).unwrap().fields.clone();
         assert!(by("kubectl-patch").contains(&vec!["f:spec".to_string(), "f:a".to_string()]));
         assert!(!by("m").contains(&vec!["f:spec".to_string(), "f:a".to_string()]));
-    }
-
-    #[test]
-    fn list_map_items_merge_by_key_and_are_owned_per_item() {
-        let schema = json!({"properties": {"status": {"properties": {"conditions": {
-            "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
-            "items": {"type": "object"}}}}}});
-        let w = |manager: &'static str| Writer {
-            manager,
-            subresource: "status",
-            api_version: "v1",
-            now: "t",
-            schema: Some(&schema),
-        };
-        let status = Scope::Status;
-        let cond = |t: &str, s: &str| json!({"type": t, "status": s});
-        let live = json!({"metadata": {}, "status": {"conditions": [cond("Ready", "True")]}});
-        let live = apply(&live, &json!({"status": {"conditions": [cond("Ready", "True")]}}), status, false, &w("ctl"))
-            .unwrap();
-        // Another manager adds its own condition: merged, not replaced.
-        let both =
-            apply(&live, &json!({"status": {"conditions": [cond("Healthy", "True")]}}), status, false, &w("probe"))
-                .unwrap();
-        assert_eq!(both["status"]["conditions"], json!([cond("Ready", "True"), cond("Healthy", "True")]));
-        assert_eq!(
-            both["metadata"]["managedFields"][1]["fieldsV1"],
-            json!({"f:status": {"f:conditions": {"k:{\"type\":\"Healthy\"}": {".": {}, "f:type": {}, "f:status": {}}}}})
-        );
-        // Changing the other manager's field conflicts and names it precisely.
-        let err =
-            apply(&both, &json!({"status": {"conditions": [cond("Ready", "False")]}}), status, false, &w("probe"))
-                .unwrap_err();
-        assert_eq!(
-            err.message,
-            "Apply failed with 1 conflict: conflict with \"ctl\": .status.conditions[type=\"Ready\"].status"
-        );
-        // Dropping your own item removes it; the other manager's item stays.
-        let dropped = apply(&both, &json!({"status": {"conditions": []}}), status, false, &w("probe")).unwrap();
-        assert_eq!(dropped["status"]["conditions"], json!([cond("Ready", "True")]));
     }
 }

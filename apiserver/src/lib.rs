@@ -12,6 +12,7 @@ use std::time::Duration;
 
 pub mod admission;
 pub mod api;
+pub mod apply;
 pub mod cel_rules;
 pub mod crd;
 pub mod discovery;
