@@ -124,11 +124,11 @@ pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
     let api = Arc::new(api::Api::new(store));
     api.ensure_namespaces().map_err(|e| Error::Storage(e.message))?;
     let token = tls::token(&dir)?;
+    if args.insecure_http && !args.listen.ip().is_loopback() {
+        return Err(Error::Tls(format!("--insecure-http is only allowed on loopback, not on {}", args.listen)));
+    }
     let listener = tokio::net::TcpListener::bind(args.listen).await.map_err(|e| Error::Listen(args.listen, e))?;
     let addr = listener.local_addr().map_err(|e| Error::Listen(args.listen, e))?;
-    if args.insecure_http && !addr.ip().is_loopback() {
-        return Err(Error::Tls(format!("--insecure-http is only allowed on loopback, not on {addr}")));
-    }
     let use_tls = !args.insecure_http;
     let tls = if use_tls { Some(tls::load_or_create(&dir, addr)?) } else { None };
     let host = if addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { addr.ip().to_string() };
