@@ -382,7 +382,8 @@ impl<S: Swarm + 'static> Agent<S> {
         if let Some(t) = self.tasks.lock().expect("tasks lock").get_mut(name) {
             t.killing = true;
         }
-        self.transition(name, Observed::simple(TaskState::Killing, "removing the service"));
+        // No TASK_KILLING: Mesos sends it only to frameworks with the
+        // TASK_KILLING_STATE capability, and the kill is quick here.
         let removed = self.swarm.remove_service(name).await;
         *self.gc_pending.lock().expect("gc lock") = true;
         match removed {
@@ -529,26 +530,19 @@ impl<S: Swarm + 'static> Agent<S> {
         let _objects = self.objects.lock().await;
         *self.gc_pending.lock().expect("gc lock") = false;
         match launch::collect_garbage(&self.swarm, &agent_id.value).await {
-            Ok(removed) if !removed.is_empty() => {
-                self.counters.objects_removed.inc_by(removed.len() as u64);
-                tracing::info!(?removed, "removed unused swarm objects");
+            Ok(collected) => {
+                if !collected.removed.is_empty() {
+                    self.counters.objects_removed.inc_by(collected.removed.len() as u64);
+                    tracing::info!(removed = ?collected.removed, "removed unused swarm objects");
+                }
+                if collected.busy > 0 {
+                    *self.gc_pending.lock().expect("gc lock") = true;
+                }
             }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "garbage collection failed; retrying later"),
-        }
-        // Objects of a just-removed service stay in use until its container
-        // is gone; look again at the next resync while any remain.
-        let remaining = futures::future::join_all(
-            [crate::swarm::ObjectKind::Network, crate::swarm::ObjectKind::Secret, crate::swarm::ObjectKind::Config]
-                .map(|k| self.swarm.owned(k, &agent_id.value)),
-        )
-        .await
-        .into_iter()
-        .map(|r| r.map(|v| v.len()).unwrap_or(1))
-        .sum::<usize>();
-        let services = self.swarm.services(&agent_id.value).await.map(|s| s.len()).unwrap_or(1);
-        if remaining > 0 && services == 0 {
-            *self.gc_pending.lock().expect("gc lock") = true;
+            Err(e) => {
+                *self.gc_pending.lock().expect("gc lock") = true;
+                tracing::warn!(error = %e, "garbage collection failed; retrying at the next resync");
+            }
         }
     }
 

@@ -63,11 +63,18 @@ pub async fn launch_group<S: Swarm>(
     result
 }
 
+/// What a garbage collection did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Collected {
+    pub removed: Vec<String>,
+    /// Unreferenced objects Swarm would not remove yet (a container of a
+    /// removed service still stopping): collect again later.
+    pub busy: usize,
+}
+
 /// Removes this agent's networks, secrets and configs that none of its
-/// services references. Objects still in use (a container of a removed
-/// service still stopping) are left for the next collection. Returns the
-/// names removed.
-pub async fn collect_garbage<S: Swarm>(swarm: &S, agent_id: &str) -> Result<Vec<String>, SwarmError> {
+/// services references.
+pub async fn collect_garbage<S: Swarm>(swarm: &S, agent_id: &str) -> Result<Collected, SwarmError> {
     let services = swarm.services(agent_id).await?;
     let mut used: HashSet<String> = HashSet::new();
     for service in &services {
@@ -86,19 +93,22 @@ pub async fn collect_garbage<S: Swarm>(swarm: &S, agent_id: &str) -> Result<Vec<
             }
         }
     }
-    let mut removed = Vec::new();
+    let mut collected = Collected::default();
     for kind in [ObjectKind::Secret, ObjectKind::Config, ObjectKind::Network] {
         for object in swarm.owned(kind, agent_id).await? {
             if used.contains(&object.id) || used.contains(&object.name) {
                 continue;
             }
             match swarm.remove(kind, &object.id).await {
-                Ok(()) => removed.push(object.name),
-                Err(e) => tracing::debug!(name = %object.name, error = %e, "still in use; collecting later"),
+                Ok(()) => collected.removed.push(object.name),
+                Err(e) => {
+                    collected.busy += 1;
+                    tracing::debug!(name = %object.name, error = %e, "still in use; collecting later");
+                }
             }
         }
     }
-    Ok(removed)
+    Ok(collected)
 }
 
 #[cfg(test)]
