@@ -45,7 +45,7 @@ fn setup(preload: usize) -> Bench {
     let running = rt.block_on(start(args)).expect("server");
     let api = running.api.clone();
     let q = Query::default();
-    let opts = WriteOpts { query: &q, user_agent: "bench" };
+    let opts = WriteOpts::new(&q, "bench");
     let crd_rt = api.registry.find("apiextensions.k8s.io", "v1", "customresourcedefinitions").expect("crd type");
     api.create(&Target { rt: crd_rt, namespace: None, name: None, status: false }, yaml("crds/mpijob.yaml"), &opts)
         .expect("crd");

@@ -3,6 +3,8 @@
 //! rules during deletion, field ownership, validation (metadata, the CRD
 //! schema with defaults and CEL, CRD objects themselves), and no-op detection.
 
+use std::cell::RefCell;
+
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult, Cause};
@@ -10,6 +12,17 @@ use crate::fields::{self, Scope, Writer};
 use crate::registry::{Builtin, ResourceType};
 use crate::store::Mutation;
 use crate::{crd, schema};
+
+/// `fieldValidation`: what to do with fields the schema does not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// 400 naming them (kubectl's default).
+    Strict,
+    /// Drop them and tell the client in `Warning` headers (the API default).
+    Warn,
+    /// Drop them silently.
+    Ignore,
+}
 
 /// One write request's context.
 pub struct WriteCtx<'a> {
@@ -20,7 +33,8 @@ pub struct WriteCtx<'a> {
     pub manager: &'a str,
     pub api_version: &'a str,
     pub now: &'a str,
-    pub strict: bool,
+    pub validation: FieldValidation,
+    pub warnings: &'a RefCell<Vec<String>>,
     /// managedFields were already computed (server-side apply).
     pub applied: bool,
 }
@@ -159,8 +173,14 @@ fn validate(cx: &WriteCtx<'_>, obj: &mut Value, old: Option<&Value>) -> ApiResul
     let mut causes = metadata_causes(cx.rt, obj);
     if let Some(s) = &cx.rt.schema {
         let checked = schema::check(s, obj, old);
-        if cx.strict && !checked.unknown.is_empty() {
-            return Err(strict_error(cx.rt, &checked.unknown));
+        if !checked.unknown.is_empty() {
+            match cx.validation {
+                FieldValidation::Strict => return Err(strict_error(cx.rt, &checked.unknown)),
+                FieldValidation::Warn => {
+                    cx.warnings.borrow_mut().extend(checked.unknown.iter().map(|u| format!("unknown field \"{u}\"")))
+                }
+                FieldValidation::Ignore => {}
+            }
         }
         causes.extend(checked.causes);
     }

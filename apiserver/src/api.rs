@@ -6,11 +6,12 @@
 //! routing and rendering in `http`.
 
 use std::borrow::Cow;
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::admission::{WriteCtx, admit_create, admit_update};
+use crate::admission::{FieldValidation, WriteCtx, admit_create, admit_update};
 use crate::error::{ApiError, ApiResult};
 use crate::events;
 use crate::patch::{PatchType, apply_json_patch, strip_directives};
@@ -147,6 +148,15 @@ fn manager(q: &Query, user_agent: &str) -> String {
 pub struct WriteOpts<'a> {
     pub query: &'a Query,
     pub user_agent: &'a str,
+    /// Warnings for the client (`Warning: 299` headers), e.g. unknown fields
+    /// dropped under `fieldValidation=Warn`.
+    pub warnings: RefCell<Vec<String>>,
+}
+
+impl<'a> WriteOpts<'a> {
+    pub fn new(query: &'a Query, user_agent: &'a str) -> Self {
+        Self { query, user_agent, warnings: RefCell::default() }
+    }
 }
 
 impl Api {
@@ -171,7 +181,7 @@ impl Api {
                 self.create(
                     &t,
                     json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-                    &WriteOpts { query: &q, user_agent: "mpiswarm-apiserver" },
+                    &WriteOpts::new(&q, "mpiswarm-apiserver"),
                 )?;
             }
         }
@@ -184,10 +194,20 @@ impl Api {
         manager: &'a str,
         api_version: &'a str,
         now: &'a str,
-        strict: bool,
+        opts: &'a WriteOpts<'_>,
         applied: bool,
-    ) -> WriteCtx<'a> {
-        WriteCtx {
+    ) -> ApiResult<WriteCtx<'a>> {
+        let validation = match opts.query.get("fieldValidation") {
+            None | Some("Warn") => FieldValidation::Warn,
+            Some("Strict") => FieldValidation::Strict,
+            Some("Ignore") => FieldValidation::Ignore,
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "fieldValidation {other:?} is not one of Strict, Warn, Ignore"
+                )));
+            }
+        };
+        Ok(WriteCtx {
             rt: &t.rt,
             namespace: t.namespace.as_deref(),
             name: t.name.as_deref(),
@@ -195,9 +215,10 @@ impl Api {
             manager,
             api_version,
             now,
-            strict,
+            validation,
+            warnings: &opts.warnings,
             applied,
-        }
+        })
     }
 
     fn after_write(&self, t: &Target, w: &Written) {
@@ -228,9 +249,8 @@ impl Api {
         check_type(&t.rt, &mut body, false)?;
         self.ensure_namespace(t)?;
         let dry_run = opts.query.dry_run()?;
-        let strict = opts.query.get("fieldValidation") == Some("Strict");
         let (manager, now, av) = (manager(opts.query, opts.user_agent), now(), t.rt.api_version());
-        let cx = self.ctx(t, &manager, &av, &now, strict, false);
+        let cx = self.ctx(t, &manager, &av, &now, opts, false)?;
         let obj = admit_create(&cx, to_storage(&t.rt, body))?;
         let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
         let key = t.rt.key(t.namespace.as_deref(), &name);
@@ -252,9 +272,8 @@ impl Api {
         check_type(&t.rt, &mut body, false)?;
         let key = t.key()?;
         let dry_run = opts.query.dry_run()?;
-        let strict = opts.query.get("fieldValidation") == Some("Strict");
         let (manager, now, av) = (manager(opts.query, opts.user_agent), now(), t.rt.api_version());
-        let cx = self.ctx(t, &manager, &av, &now, strict, false);
+        let cx = self.ctx(t, &manager, &av, &now, opts, false)?;
         let body = to_storage(&t.rt, body);
         self.write(t, &key, dry_run, |cur| {
             let old = cur.ok_or_else(|| t.not_found())?;
@@ -302,7 +321,6 @@ impl Api {
         let key = t.key()?;
         let name = t.name().to_string();
         let dry_run = opts.query.dry_run()?;
-        let strict = opts.query.get("fieldValidation") == Some("Strict");
         let force = opts.query.flag("force")?;
         let now = now();
         let av = t.rt.api_version();
@@ -322,7 +340,7 @@ impl Api {
                     "the name of the object ({n}) does not match the name on the URL ({name})"
                 )));
             }
-            let cx = self.ctx(t, &manager, &av, &now, strict, true);
+            let cx = self.ctx(t, &manager, &av, &now, opts, true)?;
             let scope = cx.scope();
             let writer = cx.writer();
             let to_create = self.store.get(&key).is_none();
@@ -355,7 +373,7 @@ impl Api {
         }
         let patch = parse_body(&rt, body, false)?;
         let manager = manager(opts.query, opts.user_agent);
-        let cx = self.ctx(t, &manager, &av, &now, strict, false);
+        let cx = self.ctx(t, &manager, &av, &now, opts, false)?;
         self.write(t, &key, dry_run, |cur| {
             let old = cur.ok_or_else(|| t.not_found())?;
             let mut doc = view(&rt, old);

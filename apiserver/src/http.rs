@@ -255,7 +255,7 @@ async fn dispatch(
     let accept = header_str(headers, header::ACCEPT);
     let format = Format::from_accept(accept);
     let user_agent = header_str(headers, header::USER_AGENT);
-    let opts = WriteOpts { query: q, user_agent };
+    let opts = WriteOpts::new(q, user_agent);
     let (code, v) = match *method {
         Method::GET if t.name.is_some() => {
             let v = api.get(&t)?;
@@ -314,7 +314,15 @@ async fn dispatch(
         }
         _ => return Err(ApiError::method_not_allowed(format!("method {method} is not supported on this resource"))),
     };
-    Ok(json_response(code, &v, "application/json"))
+    let mut r = json_response(code, &v, "application/json");
+    for w in opts.warnings.borrow().iter() {
+        // RFC 7234 warn-text is a quoted string; kubectl prints "Warning: <text>".
+        let text = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
+        if let Ok(h) = HeaderValue::from_str(&text) {
+            r.headers_mut().append(header::WARNING, h);
+        }
+    }
+    Ok(r)
 }
 
 fn start_watch(api: Arc<Api>, w: WatchRequest, format: Format) -> Response {

@@ -219,3 +219,14 @@ async fn diff_server_dry_run_replace_and_edit() {
     assert!(edited.status.success(), "{}", stderr(&edited));
     assert_eq!(s.kubectl_ok(&["get", "mpij", "pi", "-o", "jsonpath={.spec.ranks} {.metadata.generation}"]), "8 3");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unknown_fields_are_a_warning_when_validation_is_warn() {
+    let s = with_pi().await;
+    let odd = s.dir.path().join("odd.yaml");
+    std::fs::write(&odd, "apiVersion: mpiswarm.io/v1alpha1\nkind: MpiJob\nmetadata:\n  name: odd\nspec:\n  image: i\n  command: [\"/bin/true\"]\n  ranks: 1\n  bogus: 1\n").expect("write");
+    let out = s.kubectl(&["apply", "--validate=warn", "-f", odd.to_str().expect("utf8")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("Warning: unknown field \"spec.bogus\""), "{}", stderr(&out));
+    assert_eq!(s.kubectl_ok(&["get", "mpij", "odd", "-o", "jsonpath={.spec.bogus}"]), "", "unknown fields are pruned");
+}
