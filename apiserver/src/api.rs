@@ -298,13 +298,13 @@ impl Api {
                 if let Some(old_rv) = cur.map(|c| c["metadata"]["resourceVersion"].clone()) {
                     p["metadata"]["resourceVersion"] = old_rv;
                 }
-                preview = Some(p);
+                preview = Some((if cur.is_none() { 201 } else { 200 }, p));
                 return Ok(Mutation::Unchanged(cur.cloned().unwrap_or_else(|| Arc::new(Value::Null))));
             }
             Ok(m)
         })?;
-        if let Some(p) = preview {
-            return Ok((200, view(&t.rt, &p)));
+        if let Some((code, p)) = preview {
+            return Ok((code, view(&t.rt, &p)));
         }
         self.after_write(t, &written);
         let code = if matches!(written, Written::Created(_)) { 201 } else { 200 };
