@@ -275,14 +275,14 @@ impl Api {
         let (manager, now, av) = (manager(opts.query, opts.user_agent), now(), t.rt.api_version());
         let cx = self.ctx(t, &manager, &av, &now, opts, false)?;
         let body = to_storage(&t.rt, body);
-        self.write(t, &key, dry_run, |cur| {
+        self.write(t, &key, dry_run, true, |cur| {
             let old = cur.ok_or_else(|| t.not_found())?;
             admit_update(&cx, old, body)
         })
     }
 
     /// Run a mutation, honouring dryRun, and turn the outcome into (code, view).
-    fn write<F>(&self, t: &Target, key: &str, dry_run: bool, f: F) -> ApiResult<(u16, Value)>
+    fn write<F>(&self, t: &Target, key: &str, dry_run: bool, collect: bool, f: F) -> ApiResult<(u16, Value)>
     where
         F: FnOnce(Option<&Value>) -> ApiResult<Mutation>,
     {
@@ -307,6 +307,9 @@ impl Api {
             return Ok((code, view(&t.rt, &p)));
         }
         self.after_write(t, &written);
+        if let (true, Written::Deleted(gone)) = (collect, &written) {
+            self.collect_garbage(gone);
+        }
         let code = if matches!(written, Written::Created(_)) { 201 } else { 200 };
         Ok((code, view(&t.rt, written.object())))
     }
@@ -350,7 +353,7 @@ impl Api {
                 }
                 self.ensure_namespace(t)?;
             }
-            return self.write(t, &key, dry_run, |cur| match cur {
+            return self.write(t, &key, dry_run, true, |cur| match cur {
                 None => {
                     let skeleton = json!({"apiVersion": av, "kind": rt.kind, "metadata": {"name": name}});
                     let merged = crate::apply::apply(&skeleton, &applied, scope, force, &writer)?;
@@ -374,7 +377,7 @@ impl Api {
         let patch = parse_body(&rt, body, false)?;
         let manager = manager(opts.query, opts.user_agent);
         let cx = self.ctx(t, &manager, &av, &now, opts, false)?;
-        self.write(t, &key, dry_run, |cur| {
+        self.write(t, &key, dry_run, true, |cur| {
             let old = cur.ok_or_else(|| t.not_found())?;
             let mut doc = view(&rt, old);
             // A patch that does not mention the resourceVersion has no precondition.
@@ -406,6 +409,8 @@ impl Api {
             return Err(ApiError::method_not_allowed("DELETE is not allowed on the status subresource"));
         }
         let dry_run = q.dry_run()? || options["dryRun"].as_array().is_some_and(|a| a.iter().any(|v| v == "All"));
+        let orphan = q.get("propagationPolicy").or(options["propagationPolicy"].as_str()) == Some("Orphan")
+            || options["orphanDependents"].as_bool() == Some(true);
         let now = now();
         let rt = t.rt.clone();
         if rt.builtin == Some(Builtin::Namespace) && matches!(t.name(), "default" | "kube-system" | "kube-public") {
@@ -415,7 +420,7 @@ impl Api {
                 format!("namespaces \"{}\" is forbidden: this namespace may not be deleted", t.name()),
             ));
         }
-        let result = self.write(t, &key, dry_run, |cur| {
+        let result = self.write(t, &key, dry_run, !orphan, |cur| {
             let old = cur.ok_or_else(|| t.not_found())?;
             let pre = &options["preconditions"];
             let conflict = || ApiError::conflict(&rt.plural, &rt.group, t.name());
@@ -466,6 +471,54 @@ impl Api {
             ));
         }
         Ok(result)
+    }
+
+    /// Background garbage collection: objects whose ownerReferences name a
+    /// deleted object are deleted too (or marked, if they have finalizers),
+    /// and so on down the chain, as kube-controller-manager's GC does.
+    fn collect_garbage(&self, gone: &Value) {
+        let mut owners: Vec<String> = gone["metadata"]["uid"].as_str().map(String::from).into_iter().collect();
+        while let Some(uid) = owners.pop() {
+            let types = self.registry.all();
+            for obj in self.store.list("").items {
+                let owned = obj["metadata"]["ownerReferences"]
+                    .as_array()
+                    .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid.as_str()));
+                if !owned {
+                    continue;
+                }
+                let (api_version, kind) =
+                    (obj["apiVersion"].as_str().unwrap_or_default(), obj["kind"].as_str().unwrap_or_default());
+                let Some(rt) = types.iter().find(|t| {
+                    t.kind == kind
+                        && (t.api_version() == api_version
+                            || t.is_custom() && api_version.starts_with(&format!("{}/", t.group)))
+                }) else {
+                    continue;
+                };
+                let key =
+                    rt.key(obj["metadata"]["namespace"].as_str(), obj["metadata"]["name"].as_str().unwrap_or_default());
+                let now = now();
+                let result = self.store.mutate(&key, |cur, _| {
+                    let Some(cur) = cur else { return Err(ApiError::no_route()) };
+                    if cur["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty()) {
+                        if cur["metadata"]["deletionTimestamp"].is_string() {
+                            return Ok(Mutation::Unchanged(cur.clone()));
+                        }
+                        let mut marked = (**cur).clone();
+                        marked["metadata"]["deletionTimestamp"] = json!(now);
+                        marked["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+                        return Ok(Mutation::Put(marked));
+                    }
+                    Ok(Mutation::Delete((**cur).clone()))
+                });
+                if let Ok(Written::Deleted(d)) = result
+                    && let Some(u) = d["metadata"]["uid"].as_str()
+                {
+                    owners.push(u.to_string());
+                }
+            }
+        }
     }
 
     /// Delete events last seen before `cutoff`; returns how many went.

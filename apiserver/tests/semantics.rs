@@ -342,3 +342,43 @@ async fn events_expire_after_the_event_ttl() {
     assert_eq!(c.post("/apis/events.k8s.io/v1/namespaces/default/events", old).await.0, 201);
     s.until("the old event expires", |s| s.stored("core/events/default/old.1").is_none()).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn deleting_an_owner_collects_its_dependents_unless_orphaned() {
+    let (s, c) = setup().await;
+    let owned_by = |owner: &Value| json!([{"apiVersion": "test.mpiswarm.io/v1", "kind": "Widget", "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"]}]);
+    for name in ["keep", "gc"] {
+        let (_, owner) = c.post(WIDGETS, json!({"apiVersion": "test.mpiswarm.io/v1", "kind": "Widget", "metadata": {"name": name}, "spec": {"size": 1}})).await;
+        let mut dep = cm(&format!("{name}-dep"), json!({}));
+        dep["metadata"]["ownerReferences"] = owned_by(&owner);
+        let (_, dep) = c.post(CMS, dep).await;
+        let mut grandchild = cm(&format!("{name}-grandchild"), json!({}));
+        grandchild["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": dep["metadata"]["name"], "uid": dep["metadata"]["uid"]}]);
+        assert_eq!(c.post(CMS, grandchild).await.0, 201);
+    }
+    let (code, _) = c
+        .send(
+            reqwest::Method::DELETE,
+            &format!("{WIDGETS}/gc"),
+            "application/json",
+            json!({"propagationPolicy": "Background"}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    s.until("dependents collected", |s| {
+        s.stored("core/configmaps/default/gc-dep").is_none()
+            && s.stored("core/configmaps/default/gc-grandchild").is_none()
+    })
+    .await;
+
+    let (code, _) = c
+        .send(
+            reqwest::Method::DELETE,
+            &format!("{WIDGETS}/keep"),
+            "application/json",
+            json!({"propagationPolicy": "Orphan"}),
+        )
+        .await;
+    assert_eq!(code, 200);
+    assert!(s.stored("core/configmaps/default/keep-dep").is_some(), "an orphaning delete must leave dependents");
+}
