@@ -1,12 +1,15 @@
 //! `x-kubernetes-validations` CEL rules, evaluated with the `cel` crate (the
-//! cel-rust interpreter). Each rule sees `self` (and `oldSelf` on update; rules
-//! that mention `oldSelf` are transition rules and are skipped on create, as
-//! in Kubernetes). Compiled programs are cached by rule text.
+//! cel-rust interpreter) plus the Kubernetes CEL libraries from `kube-cel`
+//! (strings, lists, sets, regex, url, ip, semver, quantity, format, math).
+//! Each rule sees `self` (and `oldSelf` on update; rules that mention
+//! `oldSelf` are transition rules and are skipped on create, as in
+//! Kubernetes). Compiled programs are cached by rule text.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cel::{Context, Program, Value as CelValue};
+use kube_cel::KubeCelExt;
+use kube_cel::cel::{Context, Program, Value as CelValue};
 use serde_json::Value;
 
 use crate::error::Cause;
@@ -55,13 +58,21 @@ pub fn to_cel(v: &Value, schema: &Value) -> CelValue {
     }
 }
 
+thread_local! {
+    /// The standard library plus the Kubernetes libraries, registered once
+    /// per thread; each evaluation adds its variables in an inner scope.
+    static BASE: Context<'static> = Context::default().with_all();
+}
+
 fn eval(program: &Program, schema: &Value, this: &Value, old: Option<&Value>) -> Result<CelValue, String> {
-    let mut ctx = Context::default();
-    ctx.add_variable_from_value("self", to_cel(this, schema));
-    if let Some(old) = old {
-        ctx.add_variable_from_value("oldSelf", to_cel(old, schema));
-    }
-    program.execute(&ctx).map_err(|e| e.to_string())
+    BASE.with(|base| {
+        let mut ctx = base.new_inner_scope();
+        ctx.add_variable_from_value("self", to_cel(this, schema));
+        if let Some(old) = old {
+            ctx.add_variable_from_value("oldSelf", to_cel(old, schema));
+        }
+        program.execute(&ctx).map_err(|e| e.to_string())
+    })
 }
 
 fn join(path: &str, field_path: &str) -> String {
@@ -169,6 +180,19 @@ mod tests {
         assert!(causes.is_empty(), "{causes:?}");
         check(&schema, &json!(0), None, "spec.cpus", &mut causes);
         assert_eq!(causes.len(), 1);
+    }
+
+    #[test]
+    fn rules_use_the_kubernetes_cel_libraries() {
+        let schema = json!({"type": "string", "x-kubernetes-validations": [
+            {"rule": "quantity(self).isGreaterThan(quantity('32Mi'))", "message": "memory must exceed 32Mi"}
+        ]});
+        let mut causes = vec![];
+        check(&schema, &json!("64Mi"), None, "spec.resources.memory", &mut causes);
+        assert!(causes.is_empty(), "{causes:?}");
+        check(&schema, &json!("1Mi"), None, "spec.resources.memory", &mut causes);
+        assert_eq!(causes.len(), 1);
+        assert!(causes[0].message.ends_with("memory must exceed 32Mi"));
     }
 
     #[test]
