@@ -88,7 +88,7 @@ pub async fn ensure_swarm(docker: &Docker) -> Result<String, NodeError> {
 }
 
 /// What Docker says about this node.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct NodeFacts {
     pub hostname: String,
     pub cpus: f64,

@@ -82,6 +82,10 @@ fn seconds(flag: &'static str, value: f64) -> Result<Duration, AgentError> {
 pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let resync_every = seconds("resync-seconds", args.resync_seconds)?;
     let orphan_grace = seconds("orphan-grace-seconds", args.orphan_grace_seconds)?;
+    // Bad flags are refused before anything touches Docker (no swarm init
+    // on behalf of an agent that cannot start).
+    node::resources(&node::NodeFacts::default(), args.resources.as_deref())?;
+    node::attributes(&node::NodeFacts::default(), "", args.attributes.as_deref())?;
     let docker = node::connect(args.docker.as_deref()).await?;
     let own = node::ensure_swarm(&docker).await?;
     let (node_id, facts) = node::facts(&docker, args.node.as_deref().unwrap_or(&own)).await?;

@@ -266,3 +266,44 @@ async fn a_group_whose_second_task_cannot_start_starts_neither() {
     std::process::Command::new("docker").args(["network", "rm", &taken]).output().unwrap();
     h.wait_until_clean().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_terminal_task_is_reported_until_acknowledged_then_forgotten() {
+    let mut h = harness("ack").await;
+    let task = h.task("acked", RANK_IMAGE, "true");
+    let id = task.task_id.clone();
+    h.launch(vec![task]).await;
+    let finished = h.wait_for(&id, TaskState::Finished).await;
+    let reported = h.agent.reported_tasks();
+    assert_eq!(reported.len(), 1, "unacknowledged terminal tasks are reported on SUBSCRIBE");
+    assert_eq!(reported[0].status.state, TaskState::Finished);
+    let records = || std::fs::read_dir(h.data_dir.path().join("tasks")).unwrap().count();
+    assert_eq!(records(), 1);
+    // An acknowledgement of an older update changes nothing.
+    let stale = mpiswarm_mesos::Bytes::random_uuid();
+    h.agent.handle(mpiswarm_mesos::agent_api::Event::acknowledged(mpiswarm_mesos::agent_api::Acknowledged {
+        framework_id: h.framework_id.clone(),
+        task_id: id.clone(),
+        uuid: stale,
+    }));
+    assert_eq!(h.agent.reported_tasks().len(), 1);
+    h.agent.handle(mpiswarm_mesos::agent_api::Event::acknowledged(mpiswarm_mesos::agent_api::Acknowledged {
+        framework_id: h.framework_id.clone(),
+        task_id: id.clone(),
+        uuid: finished.uuid.unwrap(),
+    }));
+    assert!(h.agent.reported_tasks().is_empty());
+    assert_eq!(records(), 0, "the record is gone from the data directory");
+    h.wait_until_clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_a_task_the_agent_does_not_know_answers_lost_task_unknown() {
+    let mut h = harness("unknown").await;
+    let id = mpiswarm_mesos::TaskId::new(format!("{}-never-launched", h.agent_id));
+    let fw = h.framework_id.clone();
+    h.agent.kill_task(&fw, &id).await;
+    let s = h.next_status(&id).await;
+    assert_eq!((s.state, s.reason), (TaskState::Lost, Some(Reason::ReasonTaskUnknown)));
+    assert!(s.message.unwrap().contains("not known"));
+}

@@ -459,3 +459,24 @@ async fn a_framework_teardown_shuts_its_tasks_down_and_leaves_nothing() {
     w.client.call(&Call::teardown(w.framework_id())).await.unwrap();
     w.wait_until_clean().await;
 }
+
+#[test]
+fn bad_flags_stop_the_agent_with_a_message_naming_the_value() {
+    for (flag, value, expected) in [
+        ("--resources", "cpus:-2", "cpus: -2 must be a finite number >= 0"),
+        ("--resources", "cpus=4", "'cpus=4' is not name:value"),
+        ("--attributes", "rack", "'rack' is not name=value"),
+        ("--resync-seconds", "0", "--resync-seconds must be a positive number of seconds, got 0"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_mpiswarm-agent"))
+            .args(["--master", "http://127.0.0.1:9", "--listen", "127.0.0.1:0", flag, value])
+            .arg("--data-dir")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{flag} {value} was accepted");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expected), "{flag} {value}: expected '{expected}' in: {stderr}");
+    }
+}
