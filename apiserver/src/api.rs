@@ -48,6 +48,8 @@ pub struct Api {
     pub store: Store,
     pub registry: Registry,
     pub metrics: crate::metrics::Metrics,
+    /// Set to true when the server stops, so open watches end with it.
+    pub stopping: tokio::sync::watch::Sender<bool>,
 }
 
 /// The served view of a stored object, borrowed when nothing changes.
@@ -161,7 +163,12 @@ impl<'a> WriteOpts<'a> {
 
 impl Api {
     pub fn new(store: Store) -> Self {
-        let api = Self { store, registry: Registry::default(), metrics: Default::default() };
+        let api = Self {
+            store,
+            registry: Registry::default(),
+            metrics: Default::default(),
+            stopping: tokio::sync::watch::Sender::new(false),
+        };
         api.reload_crds();
         api
     }

@@ -87,6 +87,8 @@ pub enum Error {
     Storage(String),
     #[error("TLS: {0}")]
     Tls(String),
+    #[error("{0} is in use by another apiserver (its lock file is held); stop that one or choose another --data-dir")]
+    Locked(String),
 }
 
 /// A started server.
@@ -98,11 +100,14 @@ pub struct Running {
     pub api: Arc<api::Api>,
     /// The server and the event sweeper.
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Held while running: one server per data directory.
+    _lock: std::fs::File,
 }
 
 impl Running {
     /// Stop serving (open connections are dropped).
     pub fn stop(&self) {
+        self.api.stopping.send_replace(true);
         for t in &self.tasks {
             t.abort();
         }
@@ -119,6 +124,15 @@ impl Drop for Running {
 pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
     let dir = args.data_dir.clone();
     std::fs::create_dir_all(&dir).map_err(|e| Error::Io(dir.display().to_string(), e))?;
+    // Two servers on one database would each serve a stale in-memory copy.
+    let lock_path = dir.join("lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Error::Io(lock_path.display().to_string(), e))?;
+    lock.try_lock().map_err(|_| Error::Locked(dir.display().to_string()))?;
     let store = store::Store::open(&dir.join("state.sqlite"), args.watch_history.max(1))
         .map_err(|e| Error::Storage(e.message))?;
     let api = Arc::new(api::Api::new(store));
@@ -155,7 +169,7 @@ pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
     };
     let sweeper = tokio::spawn(sweep_events(api.clone(), Duration::from_secs(args.event_ttl_seconds)));
     tracing::info!(%url, kubeconfig = %kubeconfig.display(), "apiserver listening");
-    Ok(Running { addr, url, kubeconfig, token, api, tasks: vec![task, sweeper] })
+    Ok(Running { addr, url, kubeconfig, token, api, tasks: vec![task, sweeper], _lock: lock })
 }
 
 /// Delete expired events now and then, as kube-apiserver's --event-ttl does.

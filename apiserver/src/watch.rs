@@ -102,6 +102,10 @@ impl WatchRequest {
 pub async fn run(api: Arc<Api>, w: WatchRequest, tx: Tx) {
     let _open = crate::metrics::WatchGuard::new(&api.metrics.watches);
     let mut notify = api.store.subscribe();
+    let mut stopping = api.stopping.subscribe();
+    if *stopping.borrow_and_update() {
+        return;
+    }
     let deadline = tokio::time::Instant::now() + w.timeout;
     let send = |b: Bytes| {
         let tx = tx.clone();
@@ -160,6 +164,7 @@ pub async fn run(api: Arc<Api>, w: WatchRequest, tx: Tx) {
         tokio::select! {
             changed = notify.changed() => if changed.is_err() { return },
             _ = tx.closed() => return,
+            _ = stopping.changed() => return,
             _ = tokio::time::sleep_until(deadline) => {
                 if w.bookmarks {
                     let _ = send(w.bookmark(last, false)).await;

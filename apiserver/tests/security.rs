@@ -7,13 +7,15 @@ use common::{Server, http};
 use mpiswarm_apiserver::{ApiserverArgs, start};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_kubeconfig_carries_the_ca_and_a_token_that_survives_restarts() {
+async fn the_kubeconfig_carries_the_ca_and_a_token_that_survives_restarts_and_one_server_owns_a_dir() {
     let s = Server::start().await;
     let kc = std::fs::read_to_string(s.kubeconfig()).expect("kubeconfig");
     assert!(kc.contains("server: https://127.0.0.1:"), "{kc}");
     assert!(kc.contains("certificate-authority-data: "), "{kc}");
     assert!(kc.contains(&format!("token: {}", s.running.token)), "{kc}");
     let first_token = s.running.token.clone();
+    let second = start(ApiserverArgs::for_dir(s.dir.path())).await.err().expect("a second server on the same data dir");
+    assert!(second.to_string().contains("is in use by another apiserver"), "{second}");
     let ca = std::fs::read(s.dir.path().join("ca.crt")).expect("ca");
     let dir = s.dir;
     drop(s.running);
