@@ -382,3 +382,59 @@ async fn deleting_an_owner_collects_its_dependents_unless_orphaned() {
     assert_eq!(code, 200);
     assert!(s.stored("core/configmaps/default/keep-dep").is_some(), "an orphaning delete must leave dependents");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_concurrent_watchers_see_the_same_complete_ordered_stream() {
+    const WATCHERS: usize = 50;
+    const WRITERS: usize = 4;
+    const WRITES: usize = 50;
+    let (s, c) = setup().await;
+    let from = s.running.api.store.current_rv();
+    let mut watchers = vec![];
+    for _ in 0..WATCHERS {
+        let mut events = c.watch(&format!("{CMS}?watch=true&resourceVersion={from}")).await;
+        watchers.push(tokio::spawn(async move {
+            let mut seen = vec![];
+            while seen.len() < WRITERS * WRITES {
+                let e = events.next().await;
+                seen.push((rv(&e["object"]), e["type"].as_str().unwrap_or_default().to_string()));
+            }
+            seen
+        }));
+    }
+    let c = std::sync::Arc::new(c);
+    let mut writers = vec![];
+    for w in 0..WRITERS {
+        let c = c.clone();
+        writers.push(tokio::spawn(async move {
+            for i in 0..WRITES {
+                let name = format!("w{w}");
+                let (code, _) = if i == 0 {
+                    c.post(CMS, cm(&name, json!({}))).await
+                } else {
+                    c.merge(&format!("{CMS}/{name}"), json!({"data": {"i": i.to_string()}})).await
+                };
+                assert!(code == 201 || code == 200, "write failed with {code}");
+            }
+        }));
+    }
+    for w in writers {
+        w.await.expect("writer");
+    }
+    let expected: Vec<u64> = (from + 1..=from + (WRITERS * WRITES) as u64).collect();
+    let mut first: Option<Vec<(u64, String)>> = None;
+    for w in watchers {
+        let seen = w.await.expect("watcher");
+        assert_eq!(
+            seen.iter().map(|(rv, _)| *rv).collect::<Vec<_>>(),
+            expected,
+            "a watcher missed, repeated or reordered events"
+        );
+        match &first {
+            None => first = Some(seen),
+            Some(f) => assert_eq!(&seen, f, "watchers disagree"),
+        }
+    }
+    let first = first.expect("some watcher");
+    assert_eq!(first.iter().filter(|(_, t)| t == "ADDED").count(), WRITERS);
+}
