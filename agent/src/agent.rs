@@ -387,7 +387,9 @@ impl<S: Swarm + 'static> Agent<S> {
         let removed = self.swarm.remove_service(name).await;
         *self.gc_pending.lock().expect("gc lock") = true;
         match removed {
-            Ok(()) => self.transition(name, Observed::simple(TaskState::Killed, "killed: service removed")),
+            Ok(()) => {
+                self.transition(name, Observed::simple(TaskState::Killed, "killed: service removed"));
+            }
             Err(e) => {
                 tracing::error!(service = name, error = %e, "could not remove service");
                 if let Some(t) = self.tasks.lock().expect("tasks lock").get_mut(name) {
@@ -425,10 +427,9 @@ impl<S: Swarm + 'static> Agent<S> {
     pub async fn resync(self: &Arc<Self>) -> Result<(), SwarmError> {
         let Some(agent_id) = self.agent_id() else { return Ok(()) };
         self.counters.resyncs.inc();
-        let services = self.swarm.services(&agent_id.value).await?;
-        let swarm_tasks = self.swarm.tasks(&self.node_id).await?;
-        let ids: HashMap<String, String> =
-            services.iter().filter_map(|s| Some((s.spec.as_ref()?.name.clone()?, s.id.clone()?))).collect();
+        // What to check is fixed before Swarm is asked: every task in the
+        // snapshot had its service created before the listing below, so a
+        // missing service really is missing.
         let launching = self.launching.lock().expect("launching lock").clone();
         let snapshot: Vec<(String, TaskState, String)> = {
             let tasks = self.tasks.lock().expect("tasks lock");
@@ -438,6 +439,10 @@ impl<S: Swarm + 'static> Agent<S> {
                 .map(|(name, t)| (name.clone(), t.record.status.state, t.record.image.clone()))
                 .collect()
         };
+        let services = self.swarm.services(&agent_id.value).await?;
+        let swarm_tasks = self.swarm.tasks(&self.node_id).await?;
+        let ids: HashMap<String, String> =
+            services.iter().filter_map(|s| Some((s.spec.as_ref()?.name.clone()?, s.id.clone()?))).collect();
         // A task that ended but whose service survived (the agent died
         // between reporting and removing): finish the removal.
         let leftovers: Vec<String> = {
@@ -481,13 +486,15 @@ impl<S: Swarm + 'static> Agent<S> {
                         Err(e) => tracing::debug!(error = %e, "no logs"),
                     }
                 }
-                self.transition(&name, observed);
+                if !self.transition_from(&name, last, observed) {
+                    continue;
+                }
                 if let Err(e) = self.swarm.remove_service(&name).await {
                     tracing::warn!(service = name, error = %e, "could not remove a finished service");
                 }
                 *self.gc_pending.lock().expect("gc lock") = true;
             } else {
-                self.transition(&name, observed);
+                self.transition_from(&name, last, observed);
             }
         }
         self.collect_orphans(&services, &launching).await;
@@ -546,10 +553,25 @@ impl<S: Swarm + 'static> Agent<S> {
         }
     }
 
-    /// Records and reports a new state of a tracked task.
-    fn transition(&self, service_name: &str, observed: Observed) {
+    /// [`Self::transition`] only if the task is still in `last` and no KILL
+    /// took it over meanwhile (an observation made before a KILL must not
+    /// overwrite it). Returns whether it happened.
+    fn transition_from(&self, service_name: &str, last: TaskState, observed: Observed) -> bool {
+        self.transition_if(service_name, |t| !t.killing && t.record.status.state == last, observed)
+    }
+
+    /// Records and reports a new state of a tracked task; a task that ended
+    /// keeps its terminal state.
+    fn transition(&self, service_name: &str, observed: Observed) -> bool {
+        self.transition_if(service_name, |_| true, observed)
+    }
+
+    fn transition_if(&self, service_name: &str, guard: impl Fn(&Tracked) -> bool, observed: Observed) -> bool {
         let mut tasks = self.tasks.lock().expect("tasks lock");
-        let Some(t) = tasks.get_mut(service_name) else { return };
+        let Some(t) = tasks.get_mut(service_name) else { return false };
+        if t.record.status.state.is_terminal() || !guard(t) {
+            return false;
+        }
         let status = self.status(
             &t.record.task_info.task_id,
             t.record.executor_info.as_ref().map(|e| &e.executor_id),
@@ -562,6 +584,7 @@ impl<S: Swarm + 'static> Agent<S> {
             tracing::error!(error = %e, "could not persist task state");
         }
         let _ = self.outbox.send(Outgoing { framework_id: t.record.framework_id.clone(), status });
+        true
     }
 
     fn send_untracked(

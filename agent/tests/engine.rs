@@ -239,14 +239,21 @@ async fn a_group_whose_second_task_cannot_start_starts_neither() {
     let mut h = harness("allornothing").await;
     // A local bridge network of the name the second task asks for: Swarm
     // services cannot join it, so that task cannot be created.
+    // Not labelled as the agent's (its garbage collection would remove it).
     let taken = format!("{}-bridge", h.agent_id);
     let created = std::process::Command::new("docker")
-        .args(["network", "create", "--driver", "bridge", "--label", &format!("mpiswarm.io/agent-id={}", h.agent_id)])
-        .arg(&taken)
+        .args(["network", "create", "--driver", "bridge", &taken])
         .stdout(std::process::Stdio::null())
         .status()
         .unwrap();
     assert!(created.success());
+    struct RemoveNetwork(String);
+    impl Drop for RemoveNetwork {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("docker").args(["network", "rm", &self.0]).output();
+        }
+    }
+    let _bridge = RemoveNetwork(taken.clone());
     let mut first = h.task("first", RANK_IMAGE, "sleep 300");
     first.container.as_mut().unwrap().network_infos =
         vec![NetworkInfo { name: Some(format!("{}-net", h.agent_id)), ..NetworkInfo::default() }];
@@ -263,7 +270,6 @@ async fn a_group_whose_second_task_cannot_start_starts_neither() {
     assert_eq!(killed.reason, Some(Reason::ReasonTaskKilledDuringLaunch));
     let services: Vec<String> = h.objects().into_iter().filter(|o| o.starts_with("service")).collect();
     assert!(services.is_empty(), "a service of the failed group survived: {services:?}");
-    std::process::Command::new("docker").args(["network", "rm", &taken]).output().unwrap();
     h.wait_until_clean().await;
 }
 
