@@ -158,7 +158,7 @@ pub async fn run(api: Arc<Api>, w: WatchRequest, tx: Tx) {
                         return;
                     }
                 }
-                last = current;
+                last = current.max(last);
             }
         }
         tokio::select! {
