@@ -486,25 +486,7 @@ impl Api {
     fn collect_garbage(&self, gone: &Value) {
         let mut owners: Vec<String> = gone["metadata"]["uid"].as_str().map(String::from).into_iter().collect();
         while let Some(uid) = owners.pop() {
-            let types = self.registry.all();
-            for obj in self.store.list("").items {
-                let owned = obj["metadata"]["ownerReferences"]
-                    .as_array()
-                    .is_some_and(|refs| refs.iter().any(|r| r["uid"] == uid.as_str()));
-                if !owned {
-                    continue;
-                }
-                let (api_version, kind) =
-                    (obj["apiVersion"].as_str().unwrap_or_default(), obj["kind"].as_str().unwrap_or_default());
-                let Some(rt) = types.iter().find(|t| {
-                    t.kind == kind
-                        && (t.api_version() == api_version
-                            || t.is_custom() && api_version.starts_with(&format!("{}/", t.group)))
-                }) else {
-                    continue;
-                };
-                let key =
-                    rt.key(obj["metadata"]["namespace"].as_str(), obj["metadata"]["name"].as_str().unwrap_or_default());
+            for key in self.store.dependents(&uid) {
                 let now = now();
                 let result = self.store.mutate(&key, |cur, _| {
                     let Some(cur) = cur else { return Err(ApiError::no_route()) };

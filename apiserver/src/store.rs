@@ -7,7 +7,7 @@
 //! This module knows nothing of HTTP or of resource kinds: it stores JSON
 //! under string keys and stamps `metadata.resourceVersion`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -91,6 +91,28 @@ struct Inner {
     /// Highest resourceVersion no longer in the log: a watch must start at or after it.
     compacted: u64,
     writes_since_compaction: u64,
+    /// owner uid -> keys of objects whose ownerReferences name it (for GC).
+    dependents: HashMap<String, BTreeSet<String>>,
+}
+
+fn owner_uids(object: &Value) -> impl Iterator<Item = &str> {
+    object["metadata"]["ownerReferences"].as_array().into_iter().flatten().filter_map(|r| r["uid"].as_str())
+}
+
+impl Inner {
+    fn index(&mut self, key: &str, old: Option<&Value>, new: Option<&Value>) {
+        for uid in old.into_iter().flat_map(owner_uids) {
+            if let Some(set) = self.dependents.get_mut(uid) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.dependents.remove(uid);
+                }
+            }
+        }
+        for uid in new.into_iter().flat_map(owner_uids) {
+            self.dependents.entry(uid.to_string()).or_default().insert(key.to_string());
+        }
+    }
 }
 
 /// Shared handle to the storage.
@@ -166,7 +188,12 @@ impl Store {
                 }));
             }
         }
-        let mut inner = Inner { conn, objects, log, rv, compacted, writes_since_compaction: 0 };
+        let mut inner =
+            Inner { conn, objects, log, rv, compacted, writes_since_compaction: 0, dependents: HashMap::new() };
+        let all: Vec<(String, Arc<Value>)> = inner.objects.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        for (key, obj) in all {
+            inner.index(&key, None, Some(&obj));
+        }
         trim_log(&mut inner, history);
         let (notify, _) = watch::channel(rv);
         Ok(Self { inner: Mutex::new(inner), history, notify })
@@ -211,6 +238,11 @@ impl Store {
         let items =
             inner.objects.range(start..).take_while(|(k, _)| k.starts_with(prefix)).map(|(_, v)| v.clone()).collect();
         Snapshot { rv: inner.rv, items }
+    }
+
+    /// Keys of the objects whose ownerReferences name `uid`.
+    pub fn dependents(&self, uid: &str) -> Vec<String> {
+        self.lock().dependents.get(uid).map(|s| s.iter().cloned().collect()).unwrap_or_default()
     }
 
     /// The retained changes with rv > `after`.
@@ -271,9 +303,11 @@ impl Store {
         match kind {
             ChangeType::Deleted => {
                 inner.objects.remove(key);
+                inner.index(key, current.as_deref(), None);
             }
             _ => {
                 inner.objects.insert(key.to_string(), object.clone());
+                inner.index(key, current.as_deref(), Some(&object));
             }
         }
         inner.log.push_back(Arc::new(Change {
@@ -364,6 +398,22 @@ mod tests {
         }
         assert!(matches!(store.since(1), Since::Expired { requested: 1, oldest: 4 }));
         assert!(matches!(store.since(3), Since::Changes(ref c, 5) if c.len() == 2));
+    }
+
+    #[test]
+    fn the_owner_index_follows_writes_and_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let owned = json!({"metadata": {"name": "d", "ownerReferences": [{"uid": "u1"}]}});
+        {
+            let store = Store::open(&path, 10).unwrap();
+            store.mutate("d", |_, _| Ok(Mutation::Put(owned.clone()))).unwrap();
+            assert_eq!(store.dependents("u1"), vec!["d".to_string()]);
+        }
+        let store = Store::open(&path, 10).unwrap();
+        assert_eq!(store.dependents("u1"), vec!["d".to_string()]);
+        store.mutate("d", |_, _| Ok(Mutation::Put(obj("d")))).unwrap();
+        assert!(store.dependents("u1").is_empty(), "dropping the reference drops the index entry");
     }
 
     #[test]
