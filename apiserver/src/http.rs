@@ -257,6 +257,14 @@ async fn dispatch(
     let user_agent = header_str(headers, header::USER_AGENT);
     let opts = WriteOpts::new(q, user_agent);
     let (code, v) = match *method {
+        Method::GET if t.name.is_some() && q.flag("watch")? => {
+            // The deprecated single-object watch path: a watch filtered by name.
+            let name = t.name.clone().unwrap_or_default();
+            let q = q.with("fieldSelector", &format!("metadata.name={name}"));
+            let t = Target { name: None, ..t };
+            let w = WatchRequest::new(t, &q, format, shared.watch_timeout, shared.bookmark_every)?;
+            return Ok(start_watch(api.clone(), w, format));
+        }
         Method::GET if t.name.is_some() => {
             let v = api.get(&t)?;
             let rv = v["metadata"]["resourceVersion"].as_str().and_then(|r| r.parse().ok()).unwrap_or(0);

@@ -49,6 +49,13 @@ impl Query {
         Self(self.0.iter().filter(|(k, _)| !keys.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect())
     }
 
+    /// The same query with `key` set to `value`.
+    pub fn with(&self, key: &str, value: &str) -> Self {
+        let mut q = self.clone();
+        q.0.insert(key.to_string(), value.to_string());
+        q
+    }
+
     pub fn get(&self, key: &str) -> Option<&str> {
         self.0.get(key).map(String::as_str).filter(|v| !v.is_empty())
     }

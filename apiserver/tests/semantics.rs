@@ -262,6 +262,10 @@ async fn watches_stream_initial_events_bookmarks_and_selector_transitions() {
     c.merge(&format!("{CMS}/b"), json!({"metadata": {"labels": {"team": "x"}}})).await;
     let joined = selected.next().await;
     assert_eq!((joined["type"].as_str(), joined["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("b")));
+    let mut named = c.watch(&format!("{CMS}/b?watch=true")).await;
+    let only_b = named.next().await;
+    assert_eq!((only_b["type"].as_str(), only_b["object"]["metadata"]["name"].as_str()), (Some("ADDED"), Some("b")));
+
     let bookmark = selected.next().await;
     assert_eq!(bookmark["type"], "BOOKMARK");
     assert_eq!(rv(&bookmark["object"]), rv(&joined["object"]));
