@@ -1,5 +1,6 @@
 //! Lists: selection by label and field selectors over served views,
-//! `limit`/`continue` pagination (the token carries the last key), and the
+//! `limit`/`continue` pagination (the token carries the last key and the
+//! first page's resourceVersion; 410 once that is compacted), and the
 //! `<Kind>List` body serialised straight from the stored objects.
 
 use std::borrow::Cow;
@@ -63,12 +64,13 @@ fn encode_continue(key: &str, rv: u64) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json!({"k": key, "rv": rv}).to_string())
 }
 
-fn decode_continue(token: &str) -> ApiResult<String> {
+/// The last key of the previous page and the resourceVersion of the first page.
+fn decode_continue(token: &str) -> ApiResult<(String, u64)> {
     base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(token)
         .ok()
         .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .and_then(|v| v["k"].as_str().map(String::from))
+        .and_then(|v| Some((v["k"].as_str()?.to_string(), v["rv"].as_u64()?)))
         .ok_or_else(|| ApiError::bad_request(format!("invalid continue token {token:?}")))
 }
 
@@ -77,9 +79,17 @@ impl Api {
     pub fn list(&self, t: &Target, q: &Query) -> ApiResult<Page> {
         let filter = Filter::new(&t.rt, q)?;
         let prefix = t.rt.prefix(t.namespace.as_deref());
-        let after = match q.get("continue") {
-            Some(tok) => decode_continue(tok)?,
-            None => String::new(),
+        let (after, first_rv) = match q.get("continue") {
+            Some(tok) => {
+                let (key, rv) = decode_continue(tok)?;
+                if rv < self.store.compacted() {
+                    return Err(ApiError::expired(format!(
+                        "The provided continue parameter is too old to display a consistent list result (resourceVersion {rv} is compacted). Start a new list without the continue parameter."
+                    )));
+                }
+                (key, Some(rv))
+            }
+            None => (String::new(), None),
         };
         let limit = q.number("limit")?.filter(|l| *l > 0).map(|l| l as usize);
         let snap = self.store.list_after(&prefix, &after);
@@ -95,12 +105,15 @@ impl Api {
                     last.and_then(|m| m["namespace"].as_str()),
                     last.and_then(|m| m["name"].as_str()).unwrap_or_default(),
                 );
-                next = Some(encode_continue(&last_key, snap.rv));
+                next = Some(encode_continue(&last_key, first_rv.unwrap_or(snap.rv)));
                 break;
             }
             items.push(obj);
         }
-        Ok(Page { items, rv: snap.rv, next })
+        // Later pages are served from the current state, not a snapshot, so
+        // every page reports the first page's resourceVersion: a watch from it
+        // replays whatever changed in between, and no update is lost.
+        Ok(Page { items, rv: first_rv.unwrap_or(snap.rv), next })
     }
 
     /// The `<Kind>List` JSON of a page, serialised without copying the objects.

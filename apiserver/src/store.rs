@@ -210,6 +210,11 @@ impl Store {
         self.lock().rv
     }
 
+    /// The highest resourceVersion no longer in the change log.
+    pub fn compacted(&self) -> u64 {
+        self.lock().compacted
+    }
+
     /// Subscribe to "something was committed" notifications (the value is the new RV).
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.notify.subscribe()

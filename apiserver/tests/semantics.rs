@@ -116,6 +116,7 @@ async fn lists_paginate_and_filter() {
         }
     }
     assert_eq!(pages, 3);
+    assert!(names.len() == 25);
     assert_eq!(names, (0..25).map(|i| format!("cm-{i:02}")).collect::<Vec<_>>());
 
     let (_, odd) = c.get(&format!("{CMS}?labelSelector=tier%3Dodd")).await;
@@ -441,4 +442,25 @@ async fn many_concurrent_watchers_see_the_same_complete_ordered_stream() {
     }
     let first = first.expect("some watcher");
     assert_eq!(first.iter().filter(|(_, t)| t == "ADDED").count(), WRITERS);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn later_pages_report_the_first_pages_resource_version_so_watches_lose_nothing() {
+    let (_s, c) = setup().await;
+    for i in 0..4 {
+        c.post(CMS, cm(&format!("p-{i}"), json!({}))).await;
+    }
+    let (_, first) = c.get(&format!("{CMS}?limit=2")).await;
+    let first_rv = rv(&first);
+    // Changed after the first page was served: an object already listed.
+    c.merge(&format!("{CMS}/p-0"), json!({"data": {"changed": "yes"}})).await;
+    let token = first["metadata"]["continue"].as_str().expect("continue");
+    let (_, second) = c.get(&format!("{CMS}?limit=2&continue={token}")).await;
+    assert_eq!(rv(&second), first_rv);
+    let mut w = c.watch(&format!("{CMS}?watch=true&resourceVersion={first_rv}")).await;
+    let replayed = w.next().await;
+    assert_eq!(
+        (replayed["type"].as_str(), replayed["object"]["metadata"]["name"].as_str()),
+        (Some("MODIFIED"), Some("p-0"))
+    );
 }
