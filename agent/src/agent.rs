@@ -19,10 +19,10 @@ use tokio::sync::mpsc;
 use tracing::Instrument as _;
 
 use crate::launch::{self, LaunchFailure};
-use crate::observe::{self, Observed};
+use crate::observe::Observed;
 use crate::plan::{self, LaunchContext, TaskPlan};
 use crate::store::{Store, StoreError, TaskRecord};
-use crate::swarm::{Swarm, SwarmError};
+use crate::swarm::Swarm;
 
 /// A status on its way to the offer layer.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,28 +46,28 @@ impl Default for AgentConfig {
     }
 }
 
-struct Tracked {
-    record: TaskRecord,
+pub(crate) struct Tracked {
+    pub(crate) record: TaskRecord,
     /// A KILL is removing the service; observations are not reported.
-    killing: bool,
+    pub(crate) killing: bool,
 }
 
 pub struct Agent<S: Swarm> {
-    swarm: S,
-    node_id: String,
-    store: Store,
-    config: AgentConfig,
-    agent_id: RwLock<Option<AgentId>>,
+    pub(crate) swarm: S,
+    pub(crate) node_id: String,
+    pub(crate) store: Store,
+    pub(crate) config: AgentConfig,
+    pub(crate) agent_id: RwLock<Option<AgentId>>,
     /// By service name (unique per framework and task).
-    tasks: Mutex<HashMap<String, Tracked>>,
+    pub(crate) tasks: Mutex<HashMap<String, Tracked>>,
     /// Services being created: not yet observable, and a KILL for them waits.
-    launching: Mutex<HashSet<String>>,
-    kill_requested: Mutex<HashSet<String>>,
-    orphans: Mutex<HashMap<String, Instant>>,
+    pub(crate) launching: Mutex<HashSet<String>>,
+    pub(crate) kill_requested: Mutex<HashSet<String>>,
+    pub(crate) orphans: Mutex<HashMap<String, Instant>>,
     /// Serialises launches with garbage collection (see [`crate::launch`]).
-    objects: tokio::sync::Mutex<()>,
-    gc_pending: Mutex<bool>,
-    outbox: mpsc::UnboundedSender<Outgoing>,
+    pub(crate) objects: tokio::sync::Mutex<()>,
+    pub(crate) gc_pending: Mutex<bool>,
+    pub(crate) outbox: mpsc::UnboundedSender<Outgoing>,
     pub counters: Counters,
 }
 
@@ -421,148 +421,16 @@ impl<S: Swarm + 'static> Agent<S> {
         }
     }
 
-    /// Compares every task's service with what the framework last heard,
-    /// reports changes, removes finished services, adopts nothing unknown
-    /// until its grace period ends (then removes it), and collects garbage.
-    pub async fn resync(self: &Arc<Self>) -> Result<(), SwarmError> {
-        let Some(agent_id) = self.agent_id() else { return Ok(()) };
-        self.counters.resyncs.inc();
-        // What to check is fixed before Swarm is asked: every task in the
-        // snapshot had its service created before the listing below, so a
-        // missing service really is missing.
-        let launching = self.launching.lock().expect("launching lock").clone();
-        let snapshot: Vec<(String, TaskState, String)> = {
-            let tasks = self.tasks.lock().expect("tasks lock");
-            tasks
-                .iter()
-                .filter(|(name, t)| !t.killing && !launching.contains(*name) && !t.record.status.state.is_terminal())
-                .map(|(name, t)| (name.clone(), t.record.status.state, t.record.image.clone()))
-                .collect()
-        };
-        let services = self.swarm.services(&agent_id.value).await?;
-        let swarm_tasks = self.swarm.tasks(&self.node_id).await?;
-        let ids: HashMap<String, String> =
-            services.iter().filter_map(|s| Some((s.spec.as_ref()?.name.clone()?, s.id.clone()?))).collect();
-        // A task that ended but whose service survived (the agent died
-        // between reporting and removing): finish the removal.
-        let leftovers: Vec<String> = {
-            let tasks = self.tasks.lock().expect("tasks lock");
-            tasks
-                .iter()
-                .filter(|(name, t)| !t.killing && t.record.status.state.is_terminal() && ids.contains_key(*name))
-                .map(|(name, _)| name.clone())
-                .collect()
-        };
-        for name in leftovers {
-            if self.swarm.remove_service(&name).await.is_ok() {
-                *self.gc_pending.lock().expect("gc lock") = true;
-            }
-        }
-        for (name, last, image) in snapshot {
-            let mut observed = match ids.get(&name) {
-                None => Observed {
-                    reason: Some(Reason::ReasonContainerLaunchFailed),
-                    ..Observed::simple(TaskState::Lost, format!("service {name} was removed outside the agent"))
-                },
-                Some(id) => {
-                    let mine: Vec<_> =
-                        swarm_tasks.iter().filter(|t| t.service_id.as_deref() == Some(id.as_str())).cloned().collect();
-                    match observe::newest(&mine) {
-                        None => Observed::simple(TaskState::Starting, "waiting for swarm to schedule the task"),
-                        Some(t) => observe::observe(t, &image),
-                    }
-                }
-            };
-            if observed.state == last {
-                continue;
-            }
-            if observed.state.is_terminal() {
-                if observed.wants_logs {
-                    match self.swarm.logs_tail(&name, self.config.log_lines).await {
-                        Ok(logs) if !logs.trim().is_empty() => {
-                            observed.message = format!("{}; last log lines:\n{}", observed.message, logs.trim_end());
-                        }
-                        Ok(_) => {}
-                        Err(e) => tracing::debug!(error = %e, "no logs"),
-                    }
-                }
-                if !self.transition_from(&name, last, observed) {
-                    continue;
-                }
-                if let Err(e) = self.swarm.remove_service(&name).await {
-                    tracing::warn!(service = name, error = %e, "could not remove a finished service");
-                }
-                *self.gc_pending.lock().expect("gc lock") = true;
-            } else {
-                self.transition_from(&name, last, observed);
-            }
-        }
-        self.collect_orphans(&services, &launching).await;
-        if *self.gc_pending.lock().expect("gc lock") {
-            self.collect_garbage().await;
-        }
-        Ok(())
-    }
-
-    async fn collect_orphans(&self, services: &[bollard::models::Service], launching: &HashSet<String>) {
-        let known: HashSet<String> = self.tasks.lock().expect("tasks lock").keys().cloned().collect();
-        let now = Instant::now();
-        let mut expired = Vec::new();
-        {
-            let mut orphans = self.orphans.lock().expect("orphans lock");
-            let present: HashSet<String> = services.iter().filter_map(|s| s.spec.as_ref()?.name.clone()).collect();
-            orphans.retain(|name, _| present.contains(name) && !known.contains(name));
-            for name in present {
-                if known.contains(&name) || launching.contains(&name) {
-                    continue;
-                }
-                let since = *orphans.entry(name.clone()).or_insert(now);
-                if now.duration_since(since) >= self.config.orphan_grace {
-                    expired.push(name);
-                }
-            }
-        }
-        for name in expired {
-            tracing::warn!(service = name, "removing a service no task owns (orphan past its grace period)");
-            if self.swarm.remove_service(&name).await.is_ok() {
-                self.counters.orphans_removed.inc();
-                self.orphans.lock().expect("orphans lock").remove(&name);
-                *self.gc_pending.lock().expect("gc lock") = true;
-            }
-        }
-    }
-
-    async fn collect_garbage(&self) {
-        let Some(agent_id) = self.agent_id() else { return };
-        let _objects = self.objects.lock().await;
-        *self.gc_pending.lock().expect("gc lock") = false;
-        match launch::collect_garbage(&self.swarm, &agent_id.value).await {
-            Ok(collected) => {
-                if !collected.removed.is_empty() {
-                    self.counters.objects_removed.inc_by(collected.removed.len() as u64);
-                    tracing::info!(removed = ?collected.removed, "removed unused swarm objects");
-                }
-                if collected.busy > 0 {
-                    *self.gc_pending.lock().expect("gc lock") = true;
-                }
-            }
-            Err(e) => {
-                *self.gc_pending.lock().expect("gc lock") = true;
-                tracing::warn!(error = %e, "garbage collection failed; retrying at the next resync");
-            }
-        }
-    }
-
     /// [`Self::transition`] only if the task is still in `last` and no KILL
     /// took it over meanwhile (an observation made before a KILL must not
     /// overwrite it). Returns whether it happened.
-    fn transition_from(&self, service_name: &str, last: TaskState, observed: Observed) -> bool {
+    pub(crate) fn transition_from(&self, service_name: &str, last: TaskState, observed: Observed) -> bool {
         self.transition_if(service_name, |t| !t.killing && t.record.status.state == last, observed)
     }
 
     /// Records and reports a new state of a tracked task; a task that ended
     /// keeps its terminal state.
-    fn transition(&self, service_name: &str, observed: Observed) -> bool {
+    pub(crate) fn transition(&self, service_name: &str, observed: Observed) -> bool {
         self.transition_if(service_name, |_| true, observed)
     }
 

@@ -9,6 +9,7 @@
 //! - [`launch`]: group launch with rollback, and garbage collection;
 //! - [`observe`]: Swarm task state -> Mesos task state;
 //! - [`agent`]: the bookkeeping between events, Swarm and statuses;
+//! - [`resync`]: Swarm -> statuses, removal of what ended or nobody owns;
 //! - [`store`]: agent id and task records on disk, for restarts;
 //! - [`node`]: Docker connection, swarm init, resources and attributes;
 //! - [`http`]: `/healthz`, `/readyz`, `/metrics`, `/state`;
@@ -23,6 +24,7 @@ pub mod launch;
 pub mod node;
 pub mod observe;
 pub mod plan;
+pub mod resync;
 pub mod run;
 pub mod spec;
 pub mod store;
