@@ -38,9 +38,9 @@ pub enum ImagesCommand {
     /// Takes seconds when nothing changed: the image carries the hash of its
     /// inputs, and the debootstrap rootfs is cached under /var/cache/mpiswarm.
     Build {
-        /// Tag to build.
+        /// Tag to build (`--version` belongs to the binary).
         #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
-        version: String,
+        tag: String,
         /// Rebuild the image even if its inputs did not change (the rootfs cache is kept).
         #[arg(long)]
         force: bool,
@@ -73,8 +73,8 @@ pub enum ImagesError {
 
 pub async fn run(args: ImagesArgs) -> Result<(), ImagesError> {
     match args.command {
-        ImagesCommand::Build { version, force, node } => {
-            let image = build(&version, force, node).await?;
+        ImagesCommand::Build { tag, force, node } => {
+            let image = build(&tag, force, node).await?;
             println!("{image}");
         }
         ImagesCommand::Load { nodes, image } => {
@@ -151,6 +151,32 @@ pub async fn load_into(image: &str, node: &str) -> Result<(), ImagesError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::{CommandFactory, Parser};
+
+    /// The `mpiswarm` binary propagates `--version` into every subcommand;
+    /// an argument of that name would make clap panic at startup.
+    #[derive(Parser)]
+    #[command(name = "mpiswarm", version, propagate_version = true)]
+    struct Binary {
+        #[command(subcommand)]
+        command: Sub,
+    }
+
+    #[derive(clap::Subcommand)]
+    enum Sub {
+        Images(ImagesArgs),
+        Agent(crate::AgentArgs),
+    }
+
+    #[test]
+    fn the_subcommands_fit_a_binary_that_propagates_version() {
+        Binary::command().debug_assert();
+        let parsed = Binary::try_parse_from(["mpiswarm", "images", "build", "--tag", "9.9", "--node"]).unwrap();
+        let Sub::Images(ImagesArgs { command: ImagesCommand::Build { tag, node, force } }) = parsed.command else {
+            panic!("parsed as something else");
+        };
+        assert_eq!((tag.as_str(), node, force), ("9.9", true, false));
+    }
 
     #[test]
     fn every_file_of_the_images_directory_is_embedded() {
