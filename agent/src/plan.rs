@@ -48,6 +48,8 @@ pub struct TaskPlan {
     /// Names peers resolve this task by on each of its networks.
     pub aliases: Vec<String>,
     pub files: Vec<FilePlan>,
+    /// From `kill_policy.grace_period`: how long a KILL waits after SIGTERM.
+    pub stop_grace_nanos: Option<i64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,6 +159,12 @@ impl TaskPlan {
             aliases.push(by_name);
         }
         let files = files(task).map_err(invalid)?;
+        let stop_grace_nanos = match task.kill_policy.as_ref().and_then(|k| k.grace_period) {
+            Some(d) if d.nanoseconds < 0 => {
+                return Err(invalid(format!("kill_policy.grace_period {} ns is negative", d.nanoseconds)));
+            }
+            other => other.map(|d| d.nanoseconds),
+        };
 
         let mut labels = BTreeMap::new();
         for label in task.labels.iter().flat_map(|l| l.labels.iter()) {
@@ -190,6 +198,7 @@ impl TaskPlan {
             hostname,
             aliases,
             files,
+            stop_grace_nanos,
         })
     }
 }

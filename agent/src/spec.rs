@@ -75,6 +75,7 @@ pub fn service_spec(plan: &TaskPlan, node_id: &str, ids: &ObjectIds) -> ServiceS
                 env: Some(plan.env.clone()),
                 secrets: Some(secrets),
                 configs: Some(configs),
+                stop_grace_period: plan.stop_grace_nanos,
                 ..Default::default()
             }),
             resources: Some(TaskSpecResources {
@@ -233,6 +234,19 @@ mod tests {
         let hostfile = plan.files.iter().find(|f| f.target == "/etc/mpi/hostfile").unwrap();
         assert_eq!(hostfile.data, b"worker-0 slots=2\n");
         assert_eq!(spec.endpoint_spec.unwrap().mode, Some(EndpointSpecModeEnum::DNSRR));
+        assert_eq!(c.stop_grace_period, None, "Swarm's default unless the task says");
+    }
+
+    #[test]
+    fn the_kill_policy_grace_period_becomes_the_stop_grace_period() {
+        let mut t = task();
+        t.kill_policy = Some(mpiswarm_mesos::task::KillPolicy {
+            grace_period: Some(mpiswarm_mesos::task::DurationInfo { nanoseconds: 2_000_000_000 }),
+        });
+        let spec = service_spec(&plan_of(&t).unwrap(), "n", &ObjectIds::new());
+        assert_eq!(spec.task_template.unwrap().container_spec.unwrap().stop_grace_period, Some(2_000_000_000));
+        t.kill_policy.as_mut().unwrap().grace_period.as_mut().unwrap().nanoseconds = -1;
+        assert!(plan_of(&t).unwrap_err().to_string().contains("grace_period -1 ns is negative"));
     }
 
     #[test]
