@@ -306,16 +306,8 @@ impl<S: Swarm + 'static> Agent<S> {
                         .lock()
                         .expect("tasks lock")
                         .insert(plan.service_name.clone(), Tracked { record, killing: false });
-                    self.transition(
-                        &plan.service_name,
-                        Observed {
-                            state: TaskState::Starting,
-                            reason: None,
-                            message: format!("service {} created", plan.service_name),
-                            exit_code: None,
-                            wants_logs: false,
-                        },
-                    );
+                    let created = format!("service {} created", plan.service_name);
+                    self.transition(&plan.service_name, Observed::simple(TaskState::Starting, created));
                 }
                 tracing::info!(services = ?names, "launched");
                 self.counters.launched.inc_by(plans.len() as u64);
