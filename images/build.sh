@@ -47,7 +47,7 @@ inputs_hash() {
     (
         cd "$here"
         printf '%s\n' "$version" "$suite" "$mirror" "$runtime_packages" "$builder_packages" "$node_packages"
-        sha256sum build.sh Dockerfile pi.c mpiswarm-rank sshd-mpiswarm.conf ssh-mpiswarm.conf hpccinf.txt
+        sha256sum build.sh Dockerfile pi.c mpiswarm-rank mpiswarm-hpcc sshd-mpiswarm.conf ssh-mpiswarm.conf hpccinf.txt
     ) | sha256sum | cut -c1-16
 }
 

@@ -20,6 +20,7 @@ const RECIPE: &[(&str, &str)] = &[
     ("Dockerfile", include_str!("../../images/Dockerfile")),
     ("pi.c", include_str!("../../images/pi.c")),
     ("mpiswarm-rank", include_str!("../../images/mpiswarm-rank")),
+    ("mpiswarm-hpcc", include_str!("../../images/mpiswarm-hpcc")),
     ("sshd-mpiswarm.conf", include_str!("../../images/sshd-mpiswarm.conf")),
     ("ssh-mpiswarm.conf", include_str!("../../images/ssh-mpiswarm.conf")),
     ("hpccinf.txt", include_str!("../../images/hpccinf.txt")),
