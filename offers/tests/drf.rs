@@ -92,7 +92,7 @@ fn the_classic_example_in_the_allocator_alone() {
 }
 
 #[test]
-fn with_role_weights_two_to_one_the_dominant_shares_settle_about_two_to_one() {
+fn with_role_weights_two_to_one_the_tasks_launched_settle_about_two_to_one() {
     let mut alloc = Allocator::new(AllocatorConfig::default());
     alloc.set_weight("mpi", 2.0);
     alloc.set_weight("batch", 1.0);
@@ -102,9 +102,14 @@ fn with_role_weights_two_to_one_the_dominant_shares_settle_about_two_to_one() {
     alloc.add_framework("m", &["mpi".into()], &[]);
     alloc.add_framework("b", &["batch".into()], &[]);
     let launched = run_to_full(&mut alloc, &[("m", "mpi", q(1.0, 512.0)), ("b", "batch", q(1.0, 512.0))]);
-    let share_mpi = alloc.sorter().role_share("mpi") * 2.0;
-    let share_batch = alloc.sorter().role_share("batch");
-    let ratio = share_mpi / share_batch;
-    assert!((1.8..=2.2).contains(&ratio), "shares {share_mpi:.3} : {share_batch:.3} (tasks {launched:?})");
+    // Counted from what the frameworks launched, not from the sorter's own
+    // (weighted) shares: identical 1-cpu tasks on 100 cpus, so the unweighted
+    // dominant share of a role is its task count / 100. Weighted DRF stops
+    // giving mpi more once its share is twice batch's: 67 : 33 (ignoring the
+    // weights would give 50 : 50).
     assert_eq!(launched.iter().sum::<usize>(), 100, "the cluster is used fully");
+    assert!(
+        (64..=70).contains(&launched[0]),
+        "mpi (weight 2) : batch (weight 1) tasks = {launched:?}, expected about 67 : 33"
+    );
 }
