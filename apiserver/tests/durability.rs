@@ -101,11 +101,21 @@ async fn acknowledged_writes_survive_kill_9_and_watches_resume_exactly_once() {
 
     let acked: Arc<Mutex<Acked>> = Arc::default();
     let progress = Arc::new(tokio::sync::Notify::new());
+    // Before the kill every write must succeed; after it, failures are expected.
+    let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let pre_kill_errors: Arc<Mutex<Vec<String>>> = Arc::default();
     let kill_after = random_between(100, 900);
     let mut clients = vec![];
     for c in 0..CLIENTS {
         let (http, cms, acked, progress) = (server.http.clone(), cms.clone(), acked.clone(), progress.clone());
+        let (killed, pre_kill_errors) = (killed.clone(), pre_kill_errors.clone());
         clients.push(tokio::spawn(async move {
+            let fail = |what: String| {
+                if !killed.load(std::sync::atomic::Ordering::SeqCst) {
+                    pre_kill_errors.lock().expect("lock").push(what);
+                }
+                progress.notify_one();
+            };
             for i in 0..WRITES / CLIENTS {
                 let name = format!("c{c}-{}", i % OBJECTS_PER_CLIENT);
                 let resp = if i < OBJECTS_PER_CLIENT {
@@ -117,11 +127,14 @@ async fn acknowledged_writes_survive_kill_9_and_watches_resume_exactly_once() {
                         .send()
                         .await
                 };
-                let Ok(resp) = resp else { return };
+                let resp = match resp {
+                    Ok(resp) => resp,
+                    Err(e) => return fail(format!("{name}: {e}")),
+                };
                 if !resp.status().is_success() {
-                    return;
+                    return fail(format!("{name}: HTTP {}", resp.status()));
                 }
-                let Ok(obj) = resp.json::<Value>().await else { return };
+                let Ok(obj) = resp.json::<Value>().await else { return fail(format!("{name}: unreadable body")) };
                 let mut a = acked.lock().expect("lock");
                 a.latest.insert(name, i as u64);
                 a.rvs.insert(rv_of(&obj));
@@ -131,10 +144,17 @@ async fn acknowledged_writes_survive_kill_9_and_watches_resume_exactly_once() {
             }
         }));
     }
-    while acked.lock().expect("lock").count < kill_after {
-        progress.notified().await;
-    }
+    let reached = tokio::time::timeout(std::time::Duration::from_secs(120), async {
+        while acked.lock().expect("lock").count < kill_after && pre_kill_errors.lock().expect("lock").is_empty() {
+            progress.notified().await;
+        }
+    })
+    .await;
+    killed.store(true, std::sync::atomic::Ordering::SeqCst);
     server.child.kill().expect("SIGKILL");
+    let errors = std::mem::take(&mut *pre_kill_errors.lock().expect("lock"));
+    assert!(errors.is_empty(), "writes failed before the kill: {errors:?}");
+    assert!(reached.is_ok(), "{kill_after} writes were not acknowledged within 120 s");
     server.child.wait().expect("reaped");
     for c in clients {
         c.await.expect("client task");

@@ -64,14 +64,29 @@ async fn status_patch_is_seen_by_get_watch_and_satisfies_wait() {
         .stderr(Stdio::null())
         .spawn()
         .expect("kubectl get -w");
-    let mut lines = BufReader::new(watch.stdout.take().expect("stdout")).lines();
-    let first = lines.next().expect("initial row").expect("utf8");
+    // Read the watch on its own thread so that a silent kubectl fails the
+    // test after a bound instead of hanging it.
+    let stdout = watch.stdout.take().expect("stdout");
+    let (tx, rows) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next_row = |what: &str| {
+        rows.recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("kubectl get -w printed no {what} within 60 s"))
+            .expect("utf8")
+    };
+    let first = next_row("initial row");
     assert!(first.starts_with("pi "), "{first}");
 
     let status = r#"{"status":{"phase":"Succeeded","conditions":[{"type":"Succeeded","status":"True","reason":"Done","message":"pi finished","lastTransitionTime":"2025-01-01T00:00:00Z"}]}}"#;
     let out = s.kubectl_ok(&["patch", "mpij", "pi", "--subresource=status", "--type=merge", "-p", status]);
     assert!(out.contains("mpijob.mpiswarm.io/pi patched"), "{out}");
-    let next = lines.next().expect("watch row").expect("utf8");
+    let next = next_row("row after the status patch");
     assert!(next.contains("Succeeded"), "watch printed {next:?}");
     let _ = watch.kill();
     let _ = watch.wait();
