@@ -48,7 +48,12 @@ async fn apply_client_side_then_server_side_then_get_describe_explain() {
     assert!(described.contains("Name:") && described.contains("pi") && described.contains("Events:"), "{described}");
 
     let explained = s.kubectl_ok(&["explain", "mpijob.spec.placement"]);
-    assert!(explained.contains("KIND:       MpiJob") && explained.contains("policy"), "{explained}");
+    assert!(explained.contains("KIND:       MpiJob") && explained.contains("FIELD: placement"), "{explained}");
+    for field in ["maxRanksPerNode", "nodeSelector", "policy"] {
+        assert!(explained.contains(field), "explain lists {field}: {explained}");
+    }
+    let unknown = s.kubectl_cmd().args(["explain", "mpijob.spec.nosuchfield"]).output().expect("kubectl explain");
+    assert!(!unknown.status.success(), "explaining a field the schema lacks must fail");
 
     let all = s.kubectl_ok(&["get", "mpij", "-A"]);
     assert!(all.contains("NAMESPACE") && all.contains("default"), "{all}");
