@@ -7,15 +7,7 @@ mod support;
 
 use mpiswarm_mesos::task::NetworkInfo;
 use mpiswarm_mesos::{Labels, Reason, Resource, TaskState};
-use support::{RANK_IMAGE, config_uri, harness, secret_volume, ssh_key};
-
-fn service_constraints(name: &str) -> String {
-    let out = std::process::Command::new("docker")
-        .args(["service", "inspect", name, "--format", "{{json .Spec.TaskTemplate.Placement.Constraints}}"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use support::{RANK_IMAGE, config_uri, harness, secret_volume, service_constraints, ssh_key, swarm_node_id};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_docker_task_runs_as_a_pinned_service_then_finishes_and_the_service_is_gone() {
@@ -25,8 +17,8 @@ async fn a_docker_task_runs_as_a_pinned_service_then_finishes_and_the_service_is
     h.launch(vec![task]).await;
     assert_eq!(h.next_status(&id).await.state, TaskState::Starting);
     let service = mpiswarm_agent::plan::service_name(&h.framework_id, &id);
-    let node_id = h.agent.node_id().to_owned();
-    assert!(service_constraints(&service).contains(&format!("node.id=={node_id}")), "service not pinned");
+    // Pinned to the node Docker says this is, not the agent's own idea of it.
+    assert_eq!(service_constraints(&service), vec![format!("node.id=={}", swarm_node_id())], "service not pinned");
     h.wait_for(&id, TaskState::Running).await;
     let done = h.wait_for(&id, TaskState::Finished).await;
     assert_eq!(done.labels.unwrap().get("mpiswarm.io/exit-code"), Some("0"));
@@ -55,9 +47,7 @@ async fn a_task_whose_image_does_not_exist_fails_naming_the_image() {
     let id = task.task_id.clone();
     h.launch(vec![task]).await;
     let failed = h.wait_for(&id, TaskState::Failed).await;
-    assert_eq!(failed.reason, Some(Reason::ReasonContainerLaunchFailed));
-    let message = failed.message.unwrap();
-    assert!(message.contains(image), "{message}");
+    support::assert_missing_image_failure(&failed, image);
     h.wait_until_clean().await;
 }
 
@@ -187,14 +177,6 @@ async fn mpi_pi_runs_over_ssh_between_a_launcher_and_a_worker_service() {
     h.wait_until_clean().await;
 }
 
-fn containers_of(task_id: &str) -> Vec<String> {
-    let out = std::process::Command::new("docker")
-        .args(["ps", "-q", "--filter", &format!("label=mpiswarm.io/task-id={task_id}")])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_an_agent_crash_the_new_agent_adopts_the_running_task_which_finishes_normally() {
     let mut h = harness("restart").await;
@@ -202,16 +184,22 @@ async fn after_an_agent_crash_the_new_agent_adopts_the_running_task_which_finish
     let id = task.task_id.clone();
     h.launch(vec![task]).await;
     h.wait_for(&id, TaskState::Running).await;
-    let before = containers_of(&id.value);
+    let before = support::running_containers(&id.value);
     assert_eq!(before.len(), 1, "{before:?}");
 
     let (agent_id, data_dir) = h.crash();
-    let mut h = support::start(&agent_id, data_dir).await;
+    // Nothing seeded: the id and the task must come back from the data directory.
+    let mut h = support::restart(data_dir).await;
     assert_eq!(h.agent.agent_id().unwrap().value, agent_id, "the agent id comes back from --data-dir");
+    // What is reported is what Swarm says now, not only the saved record.
+    let resyncs = h.agent.counters.resyncs.get();
+    h.agent.resync().await.expect("a resync against the engine");
+    assert!(h.agent.counters.resyncs.get() > resyncs, "the resync did not run (no agent id?)");
     let reported = h.agent.reported_tasks();
-    assert_eq!(reported.len(), 1);
+    assert_eq!(reported.len(), 1, "{reported:?}");
+    assert_eq!(reported[0].task_info.task_id, id);
     assert_eq!(reported[0].status.state, TaskState::Running, "re-reported as RUNNING");
-    assert_eq!(containers_of(&id.value), before, "the running container was not touched");
+    assert_eq!(support::running_containers(&id.value), before, "the running container was not touched");
     h.wait_for(&id, TaskState::Finished).await;
     h.wait_until_clean().await;
 }

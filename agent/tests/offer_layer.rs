@@ -13,8 +13,8 @@ use mpiswarm_mesos::client::{EventStream, SchedulerClient};
 use mpiswarm_mesos::scheduler::{Call, Event, EventType};
 use mpiswarm_mesos::task::{ContainerInfo, NetworkInfo};
 use mpiswarm_mesos::{
-    CommandInfo, ExecutorInfo, FrameworkInfo, Offer, Operation, Resource, TaskGroupInfo, TaskId, TaskInfo, TaskState,
-    TaskStatus,
+    CommandInfo, ExecutorInfo, FrameworkInfo, Offer, Operation, Reason, Resource, Source, TaskGroupInfo, TaskId,
+    TaskInfo, TaskState, TaskStatus,
 };
 use support::RANK_IMAGE;
 
@@ -50,10 +50,10 @@ impl AgentProcess {
         self.cleanup.get_or_insert_with(|| support::Cleanup { agent_id: agent_id.to_owned() });
     }
 
-    /// `kill -9`, then start again on the same data directory.
-    fn crash_and_restart(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
+    /// Starts the process again on the same data directory and port (after
+    /// the test killed it with `kill -9`: `Child::kill` sends SIGKILL).
+    fn restart(&mut self) {
+        assert!(self.child.try_wait().unwrap().is_some(), "the previous agent still runs");
         self.child = start_child(&self.master, &self.listen, self.data_dir.path());
     }
 }
@@ -286,6 +286,12 @@ async fn a_framework_runs_sleep_in_the_rank_image_and_sees_running_then_finished
     w.until_state(&id, TaskState::Running).await;
     let objects = w.objects();
     assert_eq!(objects.iter().filter(|o| o.starts_with("service ")).count(), 1, "{objects:?}");
+    let service = mpiswarm_agent::plan::service_name(w.framework_id(), &id);
+    assert_eq!(
+        support::service_constraints(&service),
+        vec![format!("node.id=={}", support::swarm_node_id())],
+        "the service is not pinned to this node"
+    );
     w.until_state(&id, TaskState::Finished).await;
     w.wait_until_clean().await;
 }
@@ -303,7 +309,7 @@ async fn a_non_zero_exit_and_a_missing_image_both_fail_with_the_reason() {
     assert!(failed.message.as_deref().unwrap().contains("exited with code 7"), "{:?}", failed.message);
     assert_eq!(failed.labels.unwrap().get("mpiswarm.io/exit-code"), Some("7"));
     let failed = w.until_state(&missing_id, TaskState::Failed).await;
-    assert!(failed.message.as_deref().unwrap().contains(missing_image), "{:?}", failed.message);
+    support::assert_missing_image_failure(&failed, missing_image);
     w.wait_until_clean().await;
 }
 
@@ -345,49 +351,111 @@ async fn mpi_pi_over_ssh_between_a_launcher_and_a_worker_launched_as_a_group() {
     w.wait_until_clean().await;
 }
 
+/// The current state of a service's Swarm task, as `docker service ps` words it.
+fn swarm_task_state(service: &str) -> String {
+    let out =
+        Command::new("docker").args(["service", "ps", service, "--format", "{{.CurrentState}}"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A shell command that runs until `docker exec ... touch /tmp/go`, then exits 0:
+/// the test, not the clock, decides when the task finishes.
+const UNTIL_TOLD: &str = "until [ -e /tmp/go ]; do sleep 0.2; done";
+
+fn tell_to_finish(container: &str) {
+    let ok = Command::new("docker").args(["exec", container, "touch", "/tmp/go"]).status().unwrap().success();
+    assert!(ok, "cannot signal container {container}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_kill_9_and_restart_the_task_keeps_running_is_re_reported_and_finishes() {
     let mut w = World::start().await;
     let offer = w.offer().await;
     let agent_id = offer.agent_id.value.clone();
-    let task = w.task(&offer, "survivor", RANK_IMAGE, "sleep 12");
-    let id = task.task_id.clone();
-    w.accept(&offer, Operation::launch(vec![task])).await;
+    let survivor = w.task(&offer, "survivor", RANK_IMAGE, UNTIL_TOLD);
+    // Ends while no agent is watching; the new agent must find out from Docker.
+    let brief = w.task(&offer, "brief", RANK_IMAGE, UNTIL_TOLD);
+    let (id, brief_id) = (survivor.task_id.clone(), brief.task_id.clone());
+    w.accept(&offer, Operation::launch(vec![survivor, brief])).await;
     w.until_state(&id, TaskState::Running).await;
-    let container = |id: &TaskId| {
-        let out = Command::new("docker")
-            .args(["ps", "-q", "--filter", &format!("label=mpiswarm.io/task-id={}", id.value)])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().to_owned()
-    };
-    let before = container(&id);
-    assert!(!before.is_empty());
+    w.until_state(&brief_id, TaskState::Running).await;
+    let before = support::running_containers(&id.value);
+    assert_eq!(before.len(), 1, "{before:?}");
+    let brief_container = support::running_containers(&brief_id.value);
+    assert_eq!(brief_container.len(), 1, "{brief_container:?}");
 
-    w.agent.crash_and_restart();
-    // The restarted agent registers with the same id; reconciliation answers RUNNING.
+    w.agent.child.kill().unwrap();
+    w.agent.child.wait().unwrap();
+    tell_to_finish(&brief_container[0]);
+    // Swarm records the exit a little after the container stops; the new
+    // agent is started once Swarm, which it asks, knows.
+    let docker = mpiswarm_agent::node::connect(None).await.unwrap();
+    let brief_service = mpiswarm_agent::plan::service_name(w.framework_id(), &brief_id);
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while !swarm_task_state(&brief_service).starts_with("Complete") {
+        assert!(tokio::time::Instant::now() < deadline, "the brief task did not complete");
+        support::wait_for_docker_event(&docker, Duration::from_secs(1)).await;
+    }
+    w.agent.restart();
+
+    // The NEW process is subscribed (its own /readyz; the old one is dead).
+    let base = format!("http://{}", w.agent.listen);
+    let deadline = tokio::time::Instant::now() + DEADLINE;
     loop {
-        let state = w.state().await;
-        let active =
-            state["slaves"].as_array().unwrap().iter().any(|a| a["id"] == agent_id.as_str() && a["active"] == true);
-        if active {
+        if let Ok(r) = reqwest::get(format!("{base}/readyz")).await
+            && r.status() == 200
+        {
             break;
         }
-        support::wait_for_docker_event(&mpiswarm_agent::node::connect(None).await.unwrap(), Duration::from_millis(500))
-            .await;
+        assert!(w.agent.child.try_wait().unwrap().is_none(), "the restarted agent exited");
+        assert!(tokio::time::Instant::now() < deadline, "the restarted agent never became ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let metrics = reqwest::get(format!("{base}/metrics")).await.unwrap().text().await.unwrap();
+    let resyncs: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("mpiswarm_agent_resyncs_total "))
+        .unwrap_or_else(|| panic!("no resync counter: {metrics}"))
+        .parse()
+        .unwrap();
+    assert!(resyncs >= 1.0, "the new process never compared with Swarm: {metrics}");
+    // Its view after the startup resync: the survivor RUNNING, the brief
+    // task FINISHED (its record said RUNNING; only Docker knows it ended).
+    let own: serde_json::Value = reqwest::get(format!("{base}/state")).await.unwrap().json().await.unwrap();
+    assert_eq!(own["agent_id"], agent_id.as_str(), "{own}");
+    let state_of = |task: &TaskId| {
+        own["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["task_id"] == task.value.as_str())
+            .map(|t| t["state"].clone())
+    };
+    assert_eq!(state_of(&id), Some("TASK_RUNNING".into()), "{own}");
+    assert_eq!(state_of(&brief_id), Some("TASK_FINISHED".into()), "{own}");
+    // Re-registered under the old id: one agent, not a second one.
+    let master = w.state().await;
+    let slaves = master["slaves"].as_array().unwrap();
+    assert_eq!(slaves.len(), 1, "{master}");
+    assert_eq!(slaves[0]["id"], agent_id.as_str(), "{master}");
+    assert_eq!(slaves[0]["active"], true, "{master}");
     assert_eq!(w.agent.persisted_id(), agent_id);
-    let reconcile = Call::reconcile(w.framework_id(), vec![]);
-    w.client.call(&reconcile).await.unwrap();
-    let s = w.update(&id).await;
-    assert_eq!(s.state, TaskState::Running, "{:?}", s.message);
-    assert_eq!(container(&id), before, "the container was not touched");
-    w.until_state(&id, TaskState::Finished).await;
+    assert_eq!(support::running_containers(&id.value), before, "the container was not touched");
+
+    let brief_done = w.until_state(&brief_id, TaskState::Finished).await;
+    assert_eq!(brief_done.agent_id.map(|a| a.value), Some(agent_id.clone()));
+    tell_to_finish(&before[0]);
+    let done = w.until_state(&id, TaskState::Finished).await;
+    assert_eq!(done.agent_id.map(|a| a.value), Some(agent_id.clone()), "finished on the old agent id");
     w.wait_until_clean().await;
 }
 
+/// Two refusals come from the agent (no container, unknown network driver);
+/// the negative resource never reaches it: the offer layer refuses it while
+/// validating the ACCEPT (the agent's own refusal of a negative resource is
+/// in `engine.rs`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_task_infos_are_refused_with_a_clear_message_and_the_agent_keeps_serving() {
+async fn bad_task_infos_are_refused_by_the_agent_or_the_offer_layer_and_the_agent_keeps_serving() {
     let mut w = World::start().await;
     let offer = w.offer().await;
     let mut no_container = w.task(&offer, "nocontainer", RANK_IMAGE, "true");
@@ -403,14 +471,26 @@ async fn bad_task_infos_are_refused_with_a_clear_message_and_the_agent_keeps_ser
     let good = w.task(&offer, "good", RANK_IMAGE, "true");
     let ids: Vec<TaskId> = [&no_container, &driver, &negative, &good].iter().map(|t| t.task_id.clone()).collect();
     w.accept(&offer, Operation::launch(vec![no_container, driver, negative, good])).await;
-    for (id, expected) in ids.iter().zip(["no container", "unknown network driver 'weave'", "-1"]) {
+    let negative_message = format!("Task '{}' has invalid resource cpus: -1", ids[2]);
+    for (id, expected, source) in [
+        (&ids[0], "has no container", Source::SourceExecutor),
+        (&ids[1], "unknown network driver 'weave'", Source::SourceExecutor),
+        (&ids[2], negative_message.as_str(), Source::SourceMaster),
+    ] {
         let s = w.update(id).await;
-        assert!(matches!(s.state, TaskState::Error | TaskState::Failed), "{id}: {:?} {:?}", s.state, s.message);
+        assert_eq!(s.state, TaskState::Error, "{id}: {:?}", s.message);
+        assert_eq!(s.reason, Some(Reason::ReasonTaskInvalid), "{id}: {:?}", s.message);
+        assert_eq!(s.source, Some(source), "{id}: refused by the wrong party: {:?}", s.message);
         let message = s.message.unwrap_or_default();
         assert!(message.contains(expected), "{id}: expected '{expected}' in: {message}");
     }
     // The good task of the same ACCEPT still runs to completion.
     w.until_state(&ids[3], TaskState::Finished).await;
+    // The agent never heard of the task the offer layer refused.
+    let own: serde_json::Value =
+        reqwest::get(format!("http://{}/state", w.agent.listen)).await.unwrap().json().await.unwrap();
+    let known: Vec<&str> = own["tasks"].as_array().unwrap().iter().filter_map(|t| t["task_id"].as_str()).collect();
+    assert!(!known.contains(&ids[2].value.as_str()), "{own}");
     w.wait_until_clean().await;
 }
 

@@ -39,14 +39,23 @@ pub async fn harness(test: &str) -> Harness {
     start(&agent_id, data_dir).await
 }
 
+/// A fresh agent whose id is `agent_id` (as if the offer layer had assigned it).
 pub async fn start(agent_id: &str, data_dir: tempfile::TempDir) -> Harness {
+    Store::open(data_dir.path()).unwrap().save_agent_id(&AgentId::new(agent_id)).unwrap();
+    restart(data_dir).await
+}
+
+/// An agent on an existing data directory: its id and tasks are whatever the
+/// previous incarnation left there, nothing is seeded.
+pub async fn restart(data_dir: tempfile::TempDir) -> Harness {
     let _ = tracing_subscriber::fmt().with_env_filter("mpiswarm_agent=debug").with_test_writer().try_init();
     let docker = node::connect(None).await.expect("a Docker engine must answer on the local socket");
     let node_id = node::ensure_swarm(&docker).await.expect("the engine must be (or become) a swarm manager");
     ensure_rank_image();
     assert!(docker.inspect_image(RANK_IMAGE).await.is_ok(), "the rank image {RANK_IMAGE} is missing after the build");
     let store = Store::open(data_dir.path()).unwrap();
-    store.save_agent_id(&AgentId::new(agent_id)).unwrap();
+    let agent_id = store.agent_id().unwrap().expect("the data directory holds an agent id").value;
+    let agent_id = agent_id.as_str();
     let config = AgentConfig { orphan_grace: Duration::from_secs(3), ..AgentConfig::default() };
     let (agent, statuses) = Agent::new(DockerSwarm { docker: docker.clone() }, node_id, store, config).unwrap();
     let supervisor = mpiswarm_agent::run::supervise(Arc::clone(&agent), docker.clone(), Duration::from_millis(500));
@@ -165,6 +174,45 @@ impl Harness {
             wait_for_docker_event(&self.docker, Duration::from_secs(2)).await;
         }
     }
+}
+
+/// The Swarm node id of the local engine, as `docker info` reports it (not
+/// as the agent thinks it is).
+pub fn swarm_node_id() -> String {
+    let out = std::process::Command::new("docker")
+        .args(["info", "--format", "{{.Swarm.NodeID}}"])
+        .output()
+        .expect("docker CLI");
+    let id = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(!id.is_empty(), "the engine is not a swarm node");
+    id
+}
+
+/// Ids of the running containers of a task, by the docker CLI.
+pub fn running_containers(task_id: &str) -> Vec<String> {
+    docker_lines(&["ps", "-q", "--filter", &format!("label=mpiswarm.io/task-id={task_id}")])
+}
+
+/// The placement constraints of a service, by the docker CLI.
+pub fn service_constraints(service: &str) -> Vec<String> {
+    let out = std::process::Command::new("docker")
+        .args(["service", "inspect", service, "--format", "{{json .Spec.TaskTemplate.Placement.Constraints}}"])
+        .output()
+        .expect("docker CLI");
+    assert!(out.status.success(), "no service {service}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice::<Option<Vec<String>>>(&out.stdout).unwrap().unwrap_or_default()
+}
+
+/// Asserts the missing-image failure Swarm 20.10 produces: a REJECTED task
+/// ("No such image: ...") that the agent reports as launch failed, naming
+/// the image.
+pub fn assert_missing_image_failure(status: &mpiswarm_mesos::TaskStatus, image: &str) {
+    assert_eq!(status.state, TaskState::Failed, "{:?}", status.message);
+    assert_eq!(status.reason, Some(mpiswarm_mesos::Reason::ReasonContainerLaunchFailed), "{:?}", status.message);
+    let message = status.message.as_deref().unwrap_or_default();
+    let expected = format!("image '{image}' is not present on this node and cannot be pulled");
+    assert!(message.contains(&expected), "expected '{expected}' in: {message}");
+    assert!(message.contains(&format!("No such image: {image}")), "Docker's own words are missing: {message}");
 }
 
 pub async fn wait_for_docker_event(docker: &bollard::Docker, at_most: Duration) {
