@@ -71,7 +71,7 @@ async fn a_lost_agent_turns_its_tasks_lost_and_frameworks_get_failure() {
     let mut f = launch_sleeper(&c, 3600.0).await;
     let agent_id = agent.agent_id().unwrap();
     agent.crash();
-    let lost = f.update_of("t1").await;
+    let lost = tokio::time::timeout(common::DEADLINE, f.update_of("t1")).await.expect("an update for t1");
     assert_eq!(lost.state, TaskState::Lost);
     assert_eq!(lost.reason, Some(Reason::ReasonAgentRemoved));
     let failure = f.expect(EventType::Failure).await.failure.unwrap();
@@ -107,6 +107,79 @@ async fn an_agent_that_reconnects_in_time_keeps_its_tasks() {
     assert_eq!(sub.subscribed.agent_id, id);
     f.client.call(&Call::reconcile(f.id(), vec![])).await.unwrap();
     assert_eq!(f.update_of("t1").await.state, TaskState::Running);
+}
+
+/// Launches `sleep` tasks t1 and t2 on one agent, crashes the agent, and
+/// re-registers it under the same id reporting t2 only.
+/// Returns the framework and the new agent stream (dropping it is a disconnect).
+async fn reregister_without_t1(c: &Cluster, mut f: common::Framework) -> (common::Framework, impl Sized) {
+    let mut agent = c.agent("node1", 4.0, 4096.0);
+    let offer = f.offers().await.remove(0);
+    f.launch(&offer, vec![task("t1", &offer, 1.0, 128.0, "sleep 1000"), task("t2", &offer, 1.0, 128.0, "sleep 1000")])
+        .await;
+    for _ in 0..2 {
+        let e = f.expect(EventType::Update).await.update.unwrap().status;
+        assert_eq!(e.state, TaskState::Running);
+        f.ack(&e).await;
+    }
+    let id = agent.subscribed(1).await;
+    assert!(agent.wait_for_tasks(|ts| ts.len() == 2).await);
+    let t2: Vec<_> = agent
+        .tasks()
+        .into_iter()
+        .filter(|t| t.info.task_id.value == "t2")
+        .map(|t| mpiswarm_mesos::agent_api::ReportedTask {
+            framework_id: t.framework_id,
+            task_info: t.info,
+            executor_info: t.executor,
+            status: t.status,
+        })
+        .collect();
+    agent.crash();
+    let info = mpiswarm_mesos::agent_api::AgentInfo {
+        hostname: "node1".into(),
+        id: Some(id.clone()),
+        resources: vec![mpiswarm_mesos::Resource::scalar("cpus", 4.0), mpiswarm_mesos::Resource::scalar("mem", 4096.0)],
+        attributes: vec![],
+    };
+    let client = mpiswarm_mesos::client::AgentClient::new(&c.url(), None);
+    let sub = client.subscribe(info, t2).await.unwrap();
+    assert_eq!(sub.subscribed.agent_id, id);
+    (f, sub)
+}
+
+#[tokio::test]
+async fn a_task_the_reregistering_agent_does_not_report_is_lost_with_reason_reconciliation() {
+    let c = Cluster::start().await;
+    let f = c.framework("fw", &["mpi"]).await;
+    let (mut f, _agent_stream) = reregister_without_t1(&c, f).await;
+    let lost = tokio::time::timeout(common::DEADLINE, f.update_of("t1")).await.expect("an update for t1");
+    assert_eq!(lost.state, TaskState::Lost);
+    assert_eq!(lost.reason, Some(Reason::ReasonReconciliation));
+    assert_eq!(lost.source, Some(mpiswarm_mesos::Source::SourceMaster));
+    assert_eq!(lost.message.as_deref(), Some("Task is unknown to the agent"));
+    // The task it did report stays RUNNING, and only its resources stay used.
+    f.client.call(&Call::reconcile(f.id(), vec![])).await.unwrap();
+    let t2 = f.update_of("t2").await;
+    assert_eq!(t2.state, TaskState::Running);
+    let state = c.state().await;
+    assert_eq!(state["slaves"][0]["used_resources"]["cpus"], 1.0);
+    let running: Vec<_> = state["frameworks"][0]["tasks"].as_array().unwrap().iter().map(|t| t["id"].clone()).collect();
+    assert_eq!(running, vec![serde_json::json!("t2")]);
+}
+
+#[tokio::test]
+async fn a_partition_aware_framework_sees_gone_for_a_task_the_agent_does_not_report() {
+    let c = Cluster::start().await;
+    let mut info = mpiswarm_mesos::FrameworkInfo::new("root", "pa", &["mpi"]);
+    info.capabilities.push(mpiswarm_mesos::framework::Capability {
+        kind: Some(mpiswarm_mesos::framework::CapabilityType::PartitionAware),
+    });
+    let f = common::Framework::subscribe(&c.url(), info).await;
+    let (mut f, _agent_stream) = reregister_without_t1(&c, f).await;
+    let gone = tokio::time::timeout(common::DEADLINE, f.update_of("t1")).await.expect("an update for t1");
+    assert_eq!(gone.state, TaskState::Gone);
+    assert_eq!(gone.reason, Some(Reason::ReasonReconciliation));
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! Agents: SUBSCRIBE with their resources and running tasks, UPDATEs of
 //! task state, disconnection and loss. A re-registering agent's running
 //! tasks are adopted, never killed, unless the master already reported
-//! them lost.
+//! them lost; tasks the master knows on it but the agent no longer reports
+//! are reported lost (REASON_RECONCILIATION).
 
 use super::{CallError, Connection, Framework, Master, Opened, Task, TaskKey, master_status, wall_clock_seconds};
 use mpiswarm_mesos::agent_api::{self, Subscribe, Update};
@@ -50,6 +51,9 @@ impl Master {
         let mut after_subscribe: Vec<agent_api::Event> = Vec::new();
         let mut shutdown_frameworks = BTreeSet::new();
         let mut new_updates: Vec<(TaskKey, mpiswarm_mesos::TaskStatus)> = Vec::new();
+        let reported_keys: BTreeSet<TaskKey> =
+            subscribe.tasks.iter().map(|t| (t.framework_id.value.clone(), t.task_info.task_id.value.clone())).collect();
+        self.forget_tasks_unknown_to_agent(&id, &reported_keys, now);
         for reported in subscribe.tasks {
             let fw = reported.framework_id.value.clone();
             let key: TaskKey = (fw.clone(), reported.task_info.task_id.value.clone());
@@ -185,6 +189,42 @@ impl Master {
         tracing::info!(agent = %id, hostname = %info.hostname, "agent subscribed");
         self.allocate(now, Some(std::slice::from_ref(&id)));
         Ok(Opened { id, stream_id, events })
+    }
+
+    /// Mesos' reconcileKnownSlave: a task the master thinks runs on the
+    /// agent but that the re-registering agent does not report is gone (its
+    /// LAUNCH died with the old stream, or the agent lost it). Without this
+    /// the task would stay RUNNING forever; its framework gets TASK_LOST
+    /// (TASK_GONE if partition-aware) with REASON_RECONCILIATION.
+    fn forget_tasks_unknown_to_agent(&mut self, agent: &str, reported: &BTreeSet<TaskKey>, now: Duration) {
+        let missing: Vec<TaskKey> = self
+            .tasks
+            .iter()
+            .filter(|(k, t)| t.agent_id.value == agent && !t.state.is_terminal() && !reported.contains(*k))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in missing {
+            let partition_aware = self.frameworks.get(&key.0).is_some_and(Framework::partition_aware);
+            let state = if partition_aware { TaskState::Gone } else { TaskState::Lost };
+            let task = &self.tasks[&key];
+            let status = master_status(
+                &task.info.task_id,
+                Some(&task.agent_id),
+                state,
+                Reason::ReasonReconciliation,
+                "Task is unknown to the agent".to_owned(),
+            );
+            tracing::warn!(agent, task = %key.1, state = state.as_str(), "task unknown to the re-registering agent");
+            self.release_task_resources(&key, now);
+            if let Some(f) = self.frameworks.get(&key.0) {
+                f.send(&Event::update(status.clone()));
+            }
+            if let Some(t) = self.tasks.get_mut(&key) {
+                t.latest = status;
+                t.state = state;
+            }
+            self.complete_task(&key);
+        }
     }
 
     /// The agent's stream closed: no more offers of it; its tasks keep
