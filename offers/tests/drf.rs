@@ -1,13 +1,15 @@
 //! Dominant Resource Fairness end to end: the classic example of the DRF
-//! paper over real HTTP, and role weights in the allocator.
+//! paper over real HTTP, and role weights in the allocator and in the
+//! `mpiswarm-offers --weights` binary.
 
 mod common;
 
 use common::{Cluster, next_event};
 use mpiswarm_mesos::quantities::Quantities;
 use mpiswarm_mesos::scheduler::{Call, EventType};
-use mpiswarm_mesos::{Filters, Offer, Operation, resources::scalar_sum};
+use mpiswarm_mesos::{Filters, FrameworkInfo, Offer, Operation, Resource, resources::scalar_sum};
 use mpiswarm_offers::allocator::{Allocator, AllocatorConfig};
+use mpiswarm_offers::fake_agent::FakeAgent;
 use std::time::Duration;
 
 /// Launches one `cpus`/`mem` task on the offer if it fits, declines otherwise.
@@ -48,6 +50,54 @@ async fn the_classic_example_converges_to_three_tasks_for_a_and_two_for_b() {
     assert_eq!((na, nb), (3, 2), "A gets 3 tasks (1 cpu, 4 GiB), B gets 2 (3 cpus, 1 GiB)");
     let state = c.state().await;
     assert_eq!(state["slaves"][0]["used_resources"]["cpus"], 9.0);
+}
+
+#[tokio::test]
+async fn the_binary_with_weights_mpi_2_batch_1_reports_them_and_splits_a_node_eight_to_four() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let _master = common::spawn_binary(port, dir.path(), &["--weights", "mpi=2,batch=1"]);
+    common::healthy(&url).await;
+    let mut m = common::Framework::subscribe(&url, FrameworkInfo::new("root", "m", &["mpi"])).await;
+    let mut b = common::Framework::subscribe(&url, FrameworkInfo::new("root", "b", &["batch"])).await;
+    // One agent: each offer is all of its free resources, so every task goes
+    // to the role with the lowest weighted share, one at a time.
+    let _agent =
+        FakeAgent::start(&url, "node1", vec![Resource::scalar("cpus", 12.0), Resource::scalar("mem", 16384.0)]);
+    let (mut nm, mut nb) = (0, 0);
+    while nm + nb < 12 {
+        tokio::select! {
+            e = next_event(&mut m.events) => if e.kind == EventType::Offers {
+                for o in e.offers.unwrap().offers { answer(&m, &o, 1.0, 512.0, &mut nm).await; }
+            },
+            e = next_event(&mut b.events) => if e.kind == EventType::Offers {
+                for o in e.offers.unwrap().offers { answer(&b, &o, 1.0, 512.0, &mut nb).await; }
+            },
+        }
+    }
+    // Weighted DRF stops favouring mpi once its share is twice batch's:
+    // 8 : 4 of 12 cpus (weights ignored would give 6 : 6).
+    assert_eq!((nm, nb), (8, 4), "tasks launched by the mpi and batch frameworks");
+    let state: serde_json::Value = reqwest::get(format!("{url}/master/state")).await.unwrap().json().await.unwrap();
+    let roles: Vec<(String, f64, f64)> = state["roles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_owned(),
+                r["weight"].as_f64().unwrap(),
+                r["allocated"]["cpus"].as_f64().unwrap_or(0.0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        roles,
+        vec![("batch".to_owned(), 1.0, 4.0), ("mpi".to_owned(), 2.0, 8.0)],
+        "/master/state roles: {}",
+        state["roles"]
+    );
 }
 
 fn q(cpus: f64, mem: f64) -> Quantities {

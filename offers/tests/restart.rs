@@ -4,56 +4,19 @@
 
 mod common;
 
-use common::{DEADLINE, task};
+use common::{DEADLINE, free_port, healthy, spawn_binary, task};
 use mpiswarm_mesos::client::{Backoff, SchedulerClient};
 use mpiswarm_mesos::scheduler::Call;
 use mpiswarm_mesos::{FrameworkInfo, Resource, TaskState};
 use mpiswarm_offers::fake_agent::FakeAgent;
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// The offer layer process; killed if the test fails half-way.
-struct Master(Child);
-
-impl Drop for Master {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn(port: u16, dir: &std::path::Path) -> Master {
-    Master(
-        Command::new(env!("CARGO_BIN_EXE_mpiswarm-offers"))
-            .args(["--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
-            .arg(dir)
-            .args(["--allocation-interval", "0.05", "--heartbeat-interval", "0.2", "--agent-reregister-timeout", "60"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the mpiswarm-offers binary starts"),
-    )
-}
-
-async fn healthy(url: &str) {
-    let probe = || async {
-        reqwest::get(format!("{url}/health"))
-            .await
-            .map_err(|source| mpiswarm_mesos::client::ClientError::Http { url: url.to_owned(), source })
-    };
-    mpiswarm_mesos::client::with_backoff(Backoff::default(), 100, probe).await.expect("the offer layer answers");
-}
 
 #[tokio::test]
 async fn kill_9_of_the_offer_layer_kills_no_task_and_reconciliation_reports_them_all() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
-    let mut master = spawn(port, dir.path());
+    let mut master = spawn_binary(port, dir.path(), &[]);
     healthy(&url).await;
     let mut agent =
         FakeAgent::start(&url, "node1", vec![Resource::scalar("cpus", 4.0), Resource::scalar("mem", 4096.0)]);
@@ -75,7 +38,7 @@ async fn kill_9_of_the_offer_layer_kills_no_task_and_reconciliation_reports_them
 
     master.0.kill().expect("SIGKILL");
     master.0.wait().unwrap();
-    let _master = spawn(port, dir.path());
+    let _master = spawn_binary(port, dir.path(), &[]);
     healthy(&url).await;
 
     // The agent comes back on its own (same id), then the framework can.

@@ -161,3 +161,44 @@ pub fn task(id: &str, offer: &mpiswarm_mesos::Offer, cpus: f64, mem: f64, comman
     t.command = Some(mpiswarm_mesos::CommandInfo::shell(command));
     t
 }
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The offer layer as a real process; killed if the test fails half-way.
+pub struct Master(pub std::process::Child);
+
+impl Drop for Master {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the `mpiswarm-offers` binary on 127.0.0.1:`port` with `extra` flags.
+pub fn spawn_binary(port: u16, dir: &std::path::Path, extra: &[&str]) -> Master {
+    Master(
+        std::process::Command::new(env!("CARGO_BIN_EXE_mpiswarm-offers"))
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
+            .arg(dir)
+            .args(["--allocation-interval", "0.05", "--heartbeat-interval", "0.2", "--agent-reregister-timeout", "60"])
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("the mpiswarm-offers binary starts"),
+    )
+}
+
+/// Waits (with backoff) until the offer layer at `url` answers /health.
+pub async fn healthy(url: &str) {
+    let probe = || async {
+        reqwest::get(format!("{url}/health"))
+            .await
+            .map_err(|source| mpiswarm_mesos::client::ClientError::Http { url: url.to_owned(), source })
+    };
+    mpiswarm_mesos::client::with_backoff(mpiswarm_mesos::client::Backoff::default(), 100, probe)
+        .await
+        .expect("the offer layer answers");
+}
