@@ -94,29 +94,39 @@ impl Framework {
         next_event(&mut self.events).await
     }
 
-    /// Skips events until one of `kind` arrives.
+    /// Skips events until one of `kind` arrives, within one overall
+    /// deadline (heartbeats and other events do not extend it).
     pub async fn expect(&mut self, kind: EventType) -> Event {
-        loop {
-            let e = self.next().await;
-            if e.kind == kind {
-                return e;
+        let wait = async {
+            loop {
+                let e = self.next().await;
+                if e.kind == kind {
+                    return e;
+                }
             }
-        }
+        };
+        tokio::time::timeout(DEADLINE, wait).await.unwrap_or_else(|_| panic!("no {kind:?} event within {DEADLINE:?}"))
     }
 
     pub async fn offers(&mut self) -> Vec<mpiswarm_mesos::Offer> {
         self.expect(EventType::Offers).await.offers.unwrap().offers
     }
 
-    /// The next UPDATE for `task` (skipping other events).
+    /// The next UPDATE for `task` (skipping other events), within one
+    /// overall deadline.
     pub async fn update_of(&mut self, task: &str) -> mpiswarm_mesos::TaskStatus {
-        loop {
-            let e = self.expect(EventType::Update).await;
-            let s = e.update.unwrap().status;
-            if s.task_id.value == task {
-                return s;
+        let wait = async {
+            loop {
+                let e = self.expect(EventType::Update).await;
+                let s = e.update.unwrap().status;
+                if s.task_id.value == task {
+                    return s;
+                }
             }
-        }
+        };
+        tokio::time::timeout(DEADLINE, wait)
+            .await
+            .unwrap_or_else(|_| panic!("no update of task {task} within {DEADLINE:?}"))
     }
 
     /// ACCEPTs `offer` with one LAUNCH of `tasks` (no filter options).
