@@ -216,14 +216,21 @@ impl Master {
             );
             tracing::warn!(agent, task = %key.1, state = state.as_str(), "task unknown to the re-registering agent");
             self.release_task_resources(&key, now);
-            if let Some(f) = self.frameworks.get(&key.0) {
-                f.send(&Event::update(status.clone()));
-            }
-            if let Some(t) = self.tasks.get_mut(&key) {
-                t.latest = status;
-                t.state = state;
-            }
+            self.send_master_status(&key, status, state);
             self.complete_task(&key);
+        }
+    }
+
+    /// Sends a status the master itself decided (no agent involved, no
+    /// acknowledgement expected) to the task's framework and records it as
+    /// the task's latest.
+    fn send_master_status(&mut self, key: &TaskKey, status: mpiswarm_mesos::TaskStatus, state: TaskState) {
+        if let Some(f) = self.frameworks.get(&key.0) {
+            f.send(&Event::update(status.clone()));
+        }
+        if let Some(t) = self.tasks.get_mut(key) {
+            t.latest = status;
+            t.state = state;
         }
     }
 
@@ -348,13 +355,7 @@ impl Master {
                     Reason::ReasonAgentRemoved,
                     format!("Agent {id} was lost: {why}"),
                 );
-                if let Some(f) = self.frameworks.get(&key.0) {
-                    f.send(&Event::update(status.clone()));
-                }
-                if let Some(t) = self.tasks.get_mut(&key) {
-                    t.latest = status;
-                    t.state = state;
-                }
+                self.send_master_status(&key, status, state);
             }
             self.complete_task(&key);
         }
