@@ -27,6 +27,18 @@ pub struct FakeTask {
     pub acknowledged: bool,
 }
 
+impl FakeTask {
+    /// The task as an agent reports it when it (re-)subscribes.
+    pub fn reported(&self) -> ReportedTask {
+        ReportedTask {
+            framework_id: self.framework_id.clone(),
+            task_info: self.info.clone(),
+            executor_info: self.executor.clone(),
+            status: self.status.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Books {
     agent_id: Option<AgentId>,
@@ -116,17 +128,7 @@ impl Drop for FakeAgent {
 }
 
 fn reported(books: &Books) -> Vec<ReportedTask> {
-    books
-        .tasks
-        .values()
-        .filter(|t| !(t.status.state.is_terminal() && t.acknowledged))
-        .map(|t| ReportedTask {
-            framework_id: t.framework_id.clone(),
-            task_info: t.info.clone(),
-            executor_info: t.executor.clone(),
-            status: t.status.clone(),
-        })
-        .collect()
+    books.tasks.values().filter(|t| !(t.status.state.is_terminal() && t.acknowledged)).map(FakeTask::reported).collect()
 }
 
 async fn run(

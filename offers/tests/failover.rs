@@ -92,16 +92,7 @@ async fn an_agent_that_reconnects_in_time_keeps_its_tasks() {
         resources: vec![mpiswarm_mesos::Resource::scalar("cpus", 4.0), mpiswarm_mesos::Resource::scalar("mem", 4096.0)],
         attributes: vec![],
     };
-    let tasks: Vec<_> = agent
-        .tasks()
-        .into_iter()
-        .map(|t| mpiswarm_mesos::agent_api::ReportedTask {
-            framework_id: t.framework_id,
-            task_info: t.info,
-            executor_info: t.executor,
-            status: t.status,
-        })
-        .collect();
+    let tasks: Vec<_> = agent.tasks().into_iter().map(|t| t.reported()).collect();
     let client = mpiswarm_mesos::client::AgentClient::new(&c.url(), None);
     let sub = client.subscribe(info, tasks).await.unwrap();
     assert_eq!(sub.subscribed.agent_id, id);
@@ -124,17 +115,7 @@ async fn reregister_without_t1(c: &Cluster, mut f: common::Framework) -> (common
     }
     let id = agent.subscribed(1).await;
     assert!(agent.wait_for_tasks(|ts| ts.len() == 2).await);
-    let t2: Vec<_> = agent
-        .tasks()
-        .into_iter()
-        .filter(|t| t.info.task_id.value == "t2")
-        .map(|t| mpiswarm_mesos::agent_api::ReportedTask {
-            framework_id: t.framework_id,
-            task_info: t.info,
-            executor_info: t.executor,
-            status: t.status,
-        })
-        .collect();
+    let t2: Vec<_> = agent.tasks().into_iter().filter(|t| t.info.task_id.value == "t2").map(|t| t.reported()).collect();
     agent.crash();
     let info = mpiswarm_mesos::agent_api::AgentInfo {
         hostname: "node1".into(),
