@@ -34,6 +34,8 @@ enum Command {
     Agent(mpiswarm_agent::AgentArgs),
     /// Run the Mesos-compatible offer layer (v1 scheduler API, agent API, DRF allocator).
     Offers(mpiswarm_offers::OffersArgs),
+    /// Run the MpiJob controller: reconcile MpiJobs and launch them as a Mesos framework of the offer layer.
+    Controller(mpiswarm_controller::ControllerArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -46,6 +48,7 @@ fn main() -> anyhow::Result<()> {
         Command::Images(args) => block_on(mpiswarm_agent::images::run(args))?,
         Command::Agent(args) => block_on(mpiswarm_agent::run(args))?,
         Command::Offers(args) => block_on(mpiswarm_offers::run(args))?,
+        Command::Controller(args) => block_on(mpiswarm_controller::run(args))?,
     }
     Ok(())
 }

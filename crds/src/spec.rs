@@ -68,42 +68,52 @@ pub const ROLE_PATTERN: &str = r"^(\*|[A-Za-z0-9_][A-Za-z0-9_.\-]*(/[A-Za-z0-9_]
     selectable = ".status.phase"
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.args) == has(oldSelf.args)").message("spec.args is immutable once the MpiJob exists (only runPolicy may change): delete and re-create the job to change it"))]
 pub struct MpiJobSpec {
     /// The rank image, e.g. `mpiswarm/openmpi:0.1.0`. Every node must hold it.
     #[schemars(length(min = 1))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.image is immutable once the MpiJob exists (only runPolicy may change): delete and re-create the job to change it"))]
     pub image: String,
 
     /// What each rank runs (the program and its fixed arguments), e.g. `["/opt/mpiswarm/bin/pi"]`.
     #[x_kube(validation = Rule::new("size(self) > 0 && size(self[0]) > 0").message("command must name a program: it is empty or its first element is empty"))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.command is immutable once the MpiJob exists (only runPolicy may change): delete and re-create the job to change it"))]
     pub command: Vec<String>,
 
     /// Extra arguments appended to `command`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.args is immutable once the MpiJob exists (only runPolicy may change): delete and re-create the job to change it"))]
     pub args: Vec<String>,
 
     /// Total number of MPI processes (ranks), 1 to 65536.
     #[schemars(range(min = 1, max = 65536))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.ranks is immutable once the MpiJob exists (only runPolicy may change): delete and re-create the job to change it"))]
     pub ranks: i32,
 
     /// Resources each rank needs.
     #[serde(default)]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.resources is immutable once the MpiJob exists (only runPolicy may change): delete and re-create the job to change it"))]
     pub resources: RankResources,
 
     /// The workload class (Scylla): drives the `auto` placement policy.
     #[serde(default)]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.profile is immutable once the MpiJob exists (only runPolicy may change): delete and re-create the job to change it"))]
     pub profile: Profile,
 
     /// Where ranks go.
     #[serde(default)]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.placement is immutable once the MpiJob exists (only runPolicy may change): delete and re-create the job to change it"))]
     pub placement: PlacementSpec,
 
     /// How ranks are started.
     #[serde(default)]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.mpi is immutable once the MpiJob exists (only runPolicy may change): delete and re-create the job to change it"))]
     pub mpi: MpiSpec,
 
     /// The Mesos role used for fair sharing between jobs.
     #[serde(default = "default_role")]
     #[schemars(regex(pattern = ROLE_PATTERN))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.role is immutable once the MpiJob exists (only runPolicy may change): delete and re-create the job to change it"))]
     pub role: String,
 
     /// Restarts, deadlines, clean-up and suspension.

@@ -116,6 +116,11 @@ pub struct MpiJobStatus {
     #[serde(default)]
     pub restarts: i32,
 
+    /// The gang generation the controller launches next or runs now; Mesos
+    /// task ids carry it, so every restart gets fresh ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang_generation: Option<i32>,
+
     /// When the gang was first launched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,

@@ -1,0 +1,142 @@
+//! What the reconcilers and the framework driver share: the Kubernetes
+//! client, the books, the event recorder, metrics, settings, and the two
+//! channels between them (commands to the driver, reconcile triggers back).
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::{ObjectRef, Store};
+use mpiswarm_crds::{MpiJob, MpiJobStatus};
+use mpiswarm_policy::Backfill;
+use tokio::sync::{Notify, mpsc};
+
+use crate::books::{Books, TaskRef};
+use crate::metrics::Metrics;
+
+/// The field manager of every status write.
+pub const FIELD_MANAGER: &str = "mpiswarm-controller";
+
+/// Tunables, with the defaults `mpiswarm controller` uses.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Seconds a launched gang may take until every task runs.
+    pub launch_timeout: i64,
+    /// Decline filter while jobs wait (short: capacity frees up as jobs end).
+    pub refuse_seconds_waiting: f64,
+    /// Decline filter when nothing waits (the framework also SUPPRESSes).
+    pub refuse_seconds_idle: f64,
+    /// Whether small jobs may start past a head of their role that does not fit.
+    pub backfill: Backfill,
+    /// Mesos `failover_timeout`: how long the master keeps our tasks while we are away.
+    pub failover_timeout: f64,
+    /// Where each round's input and outcome is appended as a JSON line.
+    pub round_log: Option<std::path::PathBuf>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            launch_timeout: 300,
+            refuse_seconds_waiting: 1.0,
+            refuse_seconds_idle: 30.0,
+            backfill: Backfill::WhileHeadWaitsLessThan { max_head_wait_secs: 60 },
+            failover_timeout: 7.0 * 24.0 * 3600.0,
+            round_log: None,
+        }
+    }
+}
+
+/// What reconcilers ask of the framework driver.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// A job started waiting: REVIVE its role.
+    Revive { role: String },
+    /// KILL these tasks.
+    Kill(Vec<TaskRef>),
+    /// Ask the master what became of these tasks (after a restart).
+    Reconcile(Vec<TaskRef>),
+}
+
+pub struct Context {
+    pub client: kube::Client,
+    pub books: Books,
+    pub recorder: Recorder,
+    pub metrics: Metrics,
+    pub settings: Settings,
+    pub commands: mpsc::UnboundedSender<Command>,
+    pub trigger: futures::channel::mpsc::UnboundedSender<ObjectRef<MpiJob>>,
+    /// The reconciler's cache of MpiJobs, once the controller runs.
+    pub store: OnceLock<Store<MpiJob>>,
+    /// Signalled whenever a task update changed the books (cleanup waits on it).
+    pub task_changed: Notify,
+    /// Subscribed to the master (for /readyz).
+    pub subscribed: AtomicBool,
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    written: Mutex<HashMap<String, MpiJobStatus>>,
+}
+
+impl Context {
+    pub fn new(
+        client: kube::Client,
+        recorder: Recorder,
+        settings: Settings,
+        commands: mpsc::UnboundedSender<Command>,
+        trigger: futures::channel::mpsc::UnboundedSender<ObjectRef<MpiJob>>,
+    ) -> Self {
+        Self {
+            client,
+            books: Books::default(),
+            recorder,
+            metrics: Metrics::default(),
+            settings,
+            commands,
+            trigger,
+            store: OnceLock::new(),
+            task_changed: Notify::new(),
+            subscribed: AtomicBool::new(false),
+            locks: Mutex::default(),
+            written: Mutex::default(),
+        }
+    }
+
+    /// One async lock per job: the reconciler and the driver's status write
+    /// of a freshly placed gang never interleave.
+    pub fn job_lock(&self, uid: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        locks.entry(uid.to_owned()).or_default().clone()
+    }
+
+    /// The status this controller last wrote for the job (newer than a
+    /// cached object whose watch event has not arrived yet).
+    pub fn written_status(&self, uid: &str) -> Option<MpiJobStatus> {
+        self.written.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(uid).cloned()
+    }
+
+    pub fn remember_status(&self, uid: &str, status: MpiJobStatus) {
+        self.written.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(uid.to_owned(), status);
+    }
+
+    pub fn forget_job(&self, uid: &str) {
+        self.written.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(uid);
+        self.locks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(uid);
+        self.books.remove(uid);
+    }
+
+    pub fn send(&self, command: Command) {
+        // The driver lives as long as the controller; if it is gone we are shutting down.
+        let _ignored = self.commands.send(command);
+    }
+
+    /// Asks the controller to reconcile a job soon.
+    pub fn wake(&self, key: ObjectRef<MpiJob>) {
+        let _ignored = self.trigger.unbounded_send(key);
+    }
+}
+
+/// Wall-clock Unix seconds: the only clock the controller reads.
+pub fn now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+}

@@ -1,0 +1,108 @@
+//! Kubernetes Events as the story of a job: derived from what changed
+//! between the status before and after a reconcile, so they fire on
+//! transitions only and a re-applied, unchanged job adds none. The diff is
+//! pure; publishing goes through kube's Recorder.
+
+use kube::runtime::events::{Event, EventType};
+use mpiswarm_crds::{ConditionType as C, MpiJobStatus, Phase};
+
+/// The events one status change tells, in story order.
+pub fn transitions(old: &MpiJobStatus, new: &MpiJobStatus) -> Vec<Event> {
+    let mut out = Vec::new();
+    let mut push = |type_: EventType, reason: &str, note: String| {
+        out.push(Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: "Reconcile".to_owned(),
+            secondary: None,
+        });
+    };
+    let became_true = |t: C| new.is_true(t) && !old.is_true(t);
+    let cond_msg = |t: C| new.condition(t).map(|c| c.message.clone()).unwrap_or_default();
+    let cond_reason = |t: C| new.condition(t).map(|c| c.reason.clone()).unwrap_or_default();
+
+    if new.condition(C::Created).is_some() && old.condition(C::Created).is_none() {
+        push(EventType::Normal, "Created", "MpiJob created; waiting for resources".to_owned());
+    }
+    if became_true(C::Invalid) {
+        push(EventType::Warning, "Invalid", cond_msg(C::Invalid));
+    }
+    if became_true(C::Suspended) {
+        push(EventType::Normal, "Suspended", "runPolicy.suspend is true: tasks killed, resources released".to_owned());
+    }
+    if old.is_true(C::Suspended) && new.condition(C::Suspended).is_some_and(|c| c.status == "False") {
+        push(EventType::Normal, "Resumed", "runPolicy.suspend is false: the job waits for resources again".to_owned());
+    }
+    // A new Restarting message means another restart, even if it was already True.
+    let restart_changed = new.is_true(C::Restarting)
+        && (became_true(C::Restarting) || old.restarts != new.restarts || old.gang_generation != new.gang_generation);
+    if restart_changed {
+        push(EventType::Warning, "Restarting", format!("{}: {}", cond_reason(C::Restarting), cond_msg(C::Restarting)));
+    }
+    if became_true(C::Unschedulable) {
+        push(EventType::Warning, "Unschedulable", cond_msg(C::Unschedulable));
+    }
+    let phase_changed = new.phase != old.phase;
+    let relaunched = old.gang_generation != new.gang_generation;
+    match new.phase {
+        Some(Phase::Scheduling) if phase_changed || relaunched => {
+            let reason = new.placement.as_ref().map(|p| p.reason.clone()).unwrap_or_default();
+            push(EventType::Normal, "Scheduled", reason);
+        }
+        Some(Phase::Launching) if phase_changed => {
+            push(EventType::Normal, "Launching", new.message.clone().unwrap_or_default());
+        }
+        Some(Phase::Running) if phase_changed => {
+            push(EventType::Normal, "Running", new.message.clone().unwrap_or_default());
+        }
+        Some(Phase::Succeeded) if phase_changed => {
+            push(EventType::Normal, "Succeeded", cond_msg(C::Succeeded));
+        }
+        Some(Phase::Failed) if phase_changed => {
+            push(EventType::Warning, "Failed", format!("{}: {}", cond_reason(C::Failed), cond_msg(C::Failed)));
+        }
+        _ => {}
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn st(phase: Phase) -> MpiJobStatus {
+        let mut s = MpiJobStatus { phase: Some(phase), ..MpiJobStatus::default() };
+        s.set_condition(C::Created, true, "Created", "", None, Time(Timestamp::UNIX_EPOCH));
+        s
+    }
+
+    fn reasons(old: &MpiJobStatus, new: &MpiJobStatus) -> Vec<String> {
+        transitions(old, new).into_iter().map(|e| e.reason).collect()
+    }
+
+    #[test]
+    fn the_happy_path_tells_created_scheduled_launching_running_succeeded_once_each() {
+        let steps = [Phase::Pending, Phase::Scheduling, Phase::Launching, Phase::Running, Phase::Succeeded];
+        let mut told = reasons(&MpiJobStatus::default(), &st(Phase::Pending));
+        for w in steps.windows(2) {
+            told.extend(reasons(&st(w[0]), &st(w[1])));
+        }
+        assert_eq!(told, ["Created", "Scheduled", "Launching", "Running", "Succeeded"]);
+        for p in steps {
+            assert!(reasons(&st(p), &st(p)).is_empty(), "no transition, no event ({p:?})");
+        }
+    }
+
+    #[test]
+    fn failures_are_warnings_with_their_reason() {
+        let mut failed = st(Phase::Failed);
+        failed.set_condition(C::Failed, true, "DeadlineExceeded", "ran too long", None, Time(Timestamp::UNIX_EPOCH));
+        let evs = transitions(&st(Phase::Running), &failed);
+        assert_eq!(evs.len(), 1);
+        assert_eq!(evs[0].type_, EventType::Warning);
+        assert_eq!(evs[0].note.as_deref(), Some("DeadlineExceeded: ran too long"));
+    }
+}

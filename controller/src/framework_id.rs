@@ -1,0 +1,52 @@
+//! Where the Mesos framework id lives: a ConfigMap in the cluster, so a new
+//! leader (another process, another machine) re-subscribes as the same
+//! framework inside `failover_timeout` and the master hands it the running
+//! tasks instead of killing them.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+
+use crate::context::FIELD_MANAGER;
+use crate::error::Error;
+
+const KEY: &str = "frameworkId";
+
+#[derive(Clone)]
+pub struct FrameworkIdStore {
+    api: Api<ConfigMap>,
+    name: String,
+}
+
+impl FrameworkIdStore {
+    pub fn new(client: kube::Client, namespace: &str, name: &str) -> Self {
+        Self { api: Api::namespaced(client, namespace), name: name.to_owned() }
+    }
+
+    pub async fn load(&self) -> Result<Option<String>, Error> {
+        Ok(self.api.get_opt(&self.name).await?.and_then(|cm| cm.data).and_then(|d| d.get(KEY).cloned()))
+    }
+
+    pub async fn save(&self, id: &str) -> Result<(), Error> {
+        let cm = ConfigMap {
+            metadata: ObjectMeta { name: Some(self.name.clone()), ..ObjectMeta::default() },
+            data: Some(BTreeMap::from([(KEY.to_owned(), id.to_owned())])),
+            ..ConfigMap::default()
+        };
+        let mut value = serde_json::to_value(&cm).map_err(|e| Error::Config(e.to_string()))?;
+        value["apiVersion"] = "v1".into();
+        value["kind"] = "ConfigMap".into();
+        self.api.patch(&self.name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&value)).await?;
+        Ok(())
+    }
+
+    /// The master no longer knows the id (framework removed): start afresh.
+    pub async fn clear(&self) -> Result<(), Error> {
+        match self.api.delete(&self.name, &Default::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

@@ -1,0 +1,359 @@
+//! Turns a placed gang into Mesos LAUNCH_GROUP operations, one per agent:
+//! a worker per node (sshd, `slots` ranks) and the launcher (`mpirun`) on the
+//! first node. Everything a rank needs travels inside the TaskInfo, so any
+//! image with Open MPI or MPICH and sshd runs, not only mpiswarm's:
+//! - the per-job SSH key as a Mesos file secret (a Swarm secret);
+//! - the hostfile and the rank bootstrap script as `data:` URIs (Swarm configs);
+//! - the environment, and `mpirun` flags that keep MPI on the job's overlay.
+//!
+//! Pure: no I/O. The driver sends what this builds.
+
+use std::collections::BTreeSet;
+
+use base64::Engine as _;
+use mpiswarm_crds::{Implementation, MpiJobSpec};
+use mpiswarm_mesos::task::{
+    CommandUri, DurationInfo, Environment, EnvironmentVariable, KillPolicy, Volume, VolumeMode,
+};
+use mpiswarm_mesos::{
+    AgentId, CommandInfo, ContainerInfo, ExecutorInfo, Labels, NetworkInfo, Operation, Resource, TaskGroupInfo,
+    TaskInfo,
+};
+use mpiswarm_policy::{Placement, Resources};
+
+use crate::names::{self, BOOTSTRAP_PATH, HOSTFILE_PATH, SSH_KEY_PATH, TaskName, TaskRole};
+
+/// The rank bootstrap (SSH key set-up, sshd for workers, waiting for the
+/// workers then `mpirun` for the launcher). The rank image ships the same file.
+pub const BOOTSTRAP: &str = include_str!("../../images/mpiswarm-rank");
+
+/// The interface Swarm gives the first network of a task: the job's overlay.
+const OVERLAY_INTERFACE: &str = "eth0";
+/// How long the launcher waits for every worker's sshd.
+const WORKER_WAIT_SECONDS: u32 = 120;
+/// SIGTERM, then SIGKILL after this: mpirun forwards SIGTERM to its ranks.
+const KILL_GRACE_SECONDS: i64 = 5;
+
+/// Who the job is, for names and labels.
+#[derive(Debug, Clone)]
+pub struct JobIdentity {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+/// One gang generation to launch.
+pub struct Gang<'a> {
+    pub job: &'a JobIdentity,
+    pub spec: &'a MpiJobSpec,
+    pub generation: u32,
+    /// The Mesos role whose offers pay for it.
+    pub role: &'a str,
+    pub placement: &'a Placement,
+    /// The job's OpenSSH private key (PEM text).
+    pub ssh_private_key: &'a [u8],
+    /// Agents whose offers account network bandwidth; only they get a `network` resource.
+    pub network_accounted: &'a BTreeSet<String>,
+}
+
+/// What one agent is asked to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentLaunch {
+    pub agent_id: String,
+    pub operation: Operation,
+    /// Task ids and roles in this launch, in order.
+    pub tasks: Vec<(TaskName, TaskRole)>,
+}
+
+impl Gang<'_> {
+    /// One LAUNCH_GROUP per agent, in placement order (the launcher's agent first).
+    pub fn launches(&self) -> Vec<AgentLaunch> {
+        let hostfile = self.hostfile();
+        let files =
+            [data_uri(HOSTFILE_PATH, hostfile.as_bytes(), false), data_uri(BOOTSTRAP_PATH, BOOTSTRAP.as_bytes(), true)];
+        let mut launches: Vec<AgentLaunch> = Vec::new();
+        for (i, node) in self.placement.nodes.iter().enumerate() {
+            let role = TaskRole::Worker(i as u32);
+            let task = self.task(role, &node.agent_id, &node.resources, &files, self.worker_command());
+            self.push(&mut launches, &node.agent_id, task, role);
+        }
+        let l = &self.placement.launcher;
+        let task = self.task(TaskRole::Launcher, &l.agent_id, &l.resources, &files, self.launcher_command());
+        self.push(&mut launches, &l.agent_id, task, TaskRole::Launcher);
+        launches
+    }
+
+    fn push(&self, launches: &mut Vec<AgentLaunch>, agent: &str, task: TaskInfo, role: TaskRole) {
+        let name = TaskName::new(&self.job.uid, self.generation, role);
+        let pos = match launches.iter().position(|l| l.agent_id == agent) {
+            Some(p) => p,
+            None => {
+                let mut executor =
+                    ExecutorInfo::default_executor(&names::executor_id(&self.job.uid, self.generation, agent));
+                executor.name = Some(format!("{}/{}", self.job.namespace, self.job.name));
+                launches.push(AgentLaunch {
+                    agent_id: agent.to_owned(),
+                    operation: Operation::launch_group(executor, TaskGroupInfo::default()),
+                    tasks: Vec::new(),
+                });
+                launches.len() - 1
+            }
+        };
+        let launch = &mut launches[pos];
+        if let Some(group) = launch.operation.launch_group.as_mut() {
+            group.task_group.tasks.push(task);
+        }
+        launch.tasks.push((name, role));
+    }
+
+    /// `host slots=N` (Open MPI) or `host:N` (MPICH), one line per worker.
+    pub fn hostfile(&self) -> String {
+        let hosts: Vec<(String, u32)> = self
+            .placement
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (TaskRole::Worker(i as u32).hostname(), n.ranks))
+            .collect();
+        self.spec.mpi.implementation.hostfile(hosts.iter().map(|(h, s)| (h.as_str(), *s)))
+    }
+
+    fn worker_command(&self) -> String {
+        format!("sh {BOOTSTRAP_PATH} worker")
+    }
+
+    /// `sh /etc/mpiswarm/rank launcher mpirun ... <command> <args>`: the job's
+    /// own program is always the last words.
+    pub fn launcher_command(&self) -> String {
+        let ranks = self.placement.total_ranks().to_string();
+        let env_names: Vec<&str> = self.spec.mpi.env.iter().map(|e| e.name.as_str()).collect();
+        let mut words: Vec<String> = vec!["sh".into(), BOOTSTRAP_PATH.into(), "launcher".into()];
+        match self.spec.mpi.implementation {
+            Implementation::OpenMPI => {
+                words.extend(
+                    ["mpirun", "--allow-run-as-root", "--hostfile", HOSTFILE_PATH, "-np", &ranks].map(String::from),
+                );
+                for (k, v) in [
+                    ("btl_tcp_if_include", OVERLAY_INTERFACE),
+                    ("oob_tcp_if_include", OVERLAY_INTERFACE),
+                    // CMA needs ptrace, which containers lack.
+                    ("btl_vader_single_copy_mechanism", "none"),
+                ] {
+                    words.extend(["--mca".to_owned(), k.to_owned(), v.to_owned()]);
+                }
+                for name in &env_names {
+                    words.extend(["-x".to_owned(), (*name).to_owned()]);
+                }
+            }
+            Implementation::Mpich => {
+                words.extend(
+                    ["mpiexec", "-f", HOSTFILE_PATH, "-n", &ranks, "-launcher", "ssh", "-iface", OVERLAY_INTERFACE]
+                        .map(String::from),
+                );
+                if !env_names.is_empty() {
+                    words.extend(["-envlist".to_owned(), env_names.join(",")]);
+                }
+            }
+        }
+        words.extend(self.spec.mpi.mpirun_args.iter().cloned());
+        words.extend(self.spec.command.iter().cloned());
+        words.extend(self.spec.args.iter().cloned());
+        words.iter().map(|w| shell_quote(w)).collect::<Vec<_>>().join(" ")
+    }
+
+    fn task(&self, role: TaskRole, agent: &str, res: &Resources, files: &[CommandUri], command: String) -> TaskInfo {
+        let id = TaskName::new(&self.job.uid, self.generation, role).to_string();
+        let mut task = TaskInfo::new(&format!("{}-{}", self.job.name, role.hostname()), &id, &AgentId::new(agent));
+        let mut resources = vec![
+            Resource::scalar("cpus", res.cpus).allocated_to(self.role),
+            Resource::scalar("mem", res.memory_mib).allocated_to(self.role),
+        ];
+        if res.network_mbps > 0.0 && self.network_accounted.contains(agent) {
+            resources.push(Resource::scalar("network", res.network_mbps).allocated_to(self.role));
+        }
+        task.resources = resources;
+        let mut cmd = CommandInfo::shell(&command);
+        cmd.uris = files.to_vec();
+        cmd.environment = Some(Environment { variables: self.environment(role) });
+        task.command = Some(cmd);
+        let mut container = ContainerInfo::docker(&self.spec.image);
+        container.hostname = Some(role.hostname());
+        container.network_infos =
+            vec![NetworkInfo { name: Some(names::network(&self.job.uid)), ..NetworkInfo::default() }];
+        container.volumes = vec![secret_file(SSH_KEY_PATH, self.ssh_private_key)];
+        task.container = Some(container);
+        task.kill_policy =
+            Some(KillPolicy { grace_period: Some(DurationInfo { nanoseconds: KILL_GRACE_SECONDS * 1_000_000_000 }) });
+        let generation = self.generation.to_string();
+        task.labels = Some(Labels::from_pairs([
+            (names::LABEL_JOB_UID, self.job.uid.as_str()),
+            (names::LABEL_JOB_NAME, self.job.name.as_str()),
+            (names::LABEL_JOB_NAMESPACE, self.job.namespace.as_str()),
+            (names::LABEL_ROLE, role.label()),
+            (names::LABEL_GENERATION, generation.as_str()),
+        ]));
+        task
+    }
+
+    fn environment(&self, role: TaskRole) -> Vec<EnvironmentVariable> {
+        let var = |n: &str, v: String| EnvironmentVariable { name: n.to_owned(), value: Some(v) };
+        let mut vars = vec![
+            var("MPISWARM_JOB", format!("{}/{}", self.job.namespace, self.job.name)),
+            var("MPISWARM_ROLE", role.label().to_owned()),
+            var("MPISWARM_RANKS", self.placement.total_ranks().to_string()),
+            var("MPISWARM_SSH_KEY", SSH_KEY_PATH.to_owned()),
+            var("MPISWARM_HOSTFILE", HOSTFILE_PATH.to_owned()),
+            var("MPISWARM_WAIT_SECONDS", WORKER_WAIT_SECONDS.to_string()),
+            // Containers run as root; Open MPI refuses that unless told.
+            var("OMPI_ALLOW_RUN_AS_ROOT", "1".to_owned()),
+            var("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1".to_owned()),
+        ];
+        vars.extend(self.spec.mpi.env.iter().map(|e| var(&e.name, e.value.clone())));
+        vars
+    }
+}
+
+fn data_uri(path: &str, data: &[u8], executable: bool) -> CommandUri {
+    CommandUri {
+        value: format!("data:text/plain;base64,{}", base64::engine::general_purpose::STANDARD.encode(data)),
+        executable: executable.then_some(true),
+        extract: None,
+        cache: None,
+        output_file: Some(path.to_owned()),
+    }
+}
+
+fn secret_file(path: &str, data: &[u8]) -> Volume {
+    Volume {
+        mode: VolumeMode::Ro,
+        container_path: path.to_owned(),
+        host_path: None,
+        source: Some(serde_json::json!({
+            "type": "SECRET",
+            "secret": {"type": "VALUE", "value": {"data": base64::engine::general_purpose::STANDARD.encode(data)}}
+        })),
+    }
+}
+
+/// Quotes a word for `/bin/sh` only when it needs it, so commands stay readable
+/// in `docker service inspect` and the job's program stays recognisable.
+pub fn shell_quote(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_./:=,+-@%".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpiswarm_policy::{AgentCapacity, FreeResources, JobDemand, place};
+
+    fn spec(yaml_spec: &str) -> MpiJobSpec {
+        let job: mpiswarm_crds::MpiJob = serde_yaml::from_str(&format!(
+            "apiVersion: mpiswarm.io/v1alpha1\nkind: MpiJob\nmetadata: {{name: j}}\nspec:\n{yaml_spec}"
+        ))
+        .unwrap();
+        job.spec
+    }
+
+    fn two_node_placement(ranks: u32) -> Placement {
+        let offers = vec![
+            AgentCapacity::new("a1", "n1", FreeResources::new(2.0, 4096.0)),
+            AgentCapacity::new("a2", "n2", FreeResources::new(2.0, 4096.0)),
+        ];
+        let demand =
+            JobDemand::new(ranks, Resources::new(0.5, 128.0, 0.0)).with_policy(mpiswarm_policy::Policy::Spread);
+        place(&demand, &offers).unwrap()
+    }
+
+    fn identity() -> JobIdentity {
+        JobIdentity {
+            namespace: "default".into(),
+            name: "pi".into(),
+            uid: "0c5e7a1b-93f2-4d1e-8a77-2f0a9d1b3c4e".into(),
+        }
+    }
+
+    #[test]
+    fn a_two_node_gang_is_two_launch_groups_with_the_launcher_on_the_first_node() {
+        let spec = spec("  image: img:1\n  command: [/usr/local/bin/pi]\n  args: ['1000']\n  ranks: 4\n");
+        let placement = two_node_placement(4);
+        let id = identity();
+        let none = BTreeSet::new();
+        let gang = Gang {
+            job: &id,
+            spec: &spec,
+            generation: 2,
+            role: "mpi",
+            placement: &placement,
+            ssh_private_key: b"KEY",
+            network_accounted: &none,
+        };
+        let launches = gang.launches();
+        assert_eq!(launches.len(), 2);
+        assert_eq!(launches[0].agent_id, placement.launcher.agent_id);
+        let roles: Vec<_> = launches[0].tasks.iter().map(|(_, r)| *r).collect();
+        assert_eq!(roles, vec![TaskRole::Worker(0), TaskRole::Launcher]);
+        assert_eq!(gang.hostfile(), "worker-0 slots=2\nworker-1 slots=2\n");
+        let group = launches[0].operation.launch_group.as_ref().unwrap();
+        let launcher = &group.task_group.tasks[1];
+        assert_eq!(launcher.task_id.value, "mpijob-0c5e7a1b93f2-g2-launcher");
+        let cmd = launcher.command.as_ref().unwrap();
+        let line = cmd.value.as_deref().unwrap();
+        assert!(
+            line.starts_with(
+                "sh /etc/mpiswarm/rank launcher mpirun --allow-run-as-root --hostfile /etc/mpi/hostfile -np 4"
+            ),
+            "{line}"
+        );
+        assert!(line.ends_with(" /usr/local/bin/pi 1000"), "{line}");
+        assert_eq!(cmd.uris.len(), 2);
+        let c = launcher.container.as_ref().unwrap();
+        assert_eq!(c.network_infos[0].name.as_deref(), Some("mpiswarm-0c5e7a1b93f2"));
+        assert_eq!(c.volumes[0].container_path, SSH_KEY_PATH);
+        let cpus: f64 = launcher.resources.iter().filter(|r| r.name == "cpus").filter_map(|r| r.scalar_value()).sum();
+        assert!((cpus - 0.1).abs() < 1e-9);
+        assert_eq!(launcher.resources[0].allocation_info.as_ref().and_then(|a| a.role.as_deref()), Some("mpi"));
+        let worker = &group.task_group.tasks[0];
+        assert_eq!(worker.command.as_ref().unwrap().value.as_deref(), Some("sh /etc/mpiswarm/rank worker"));
+        assert_eq!(worker.labels.as_ref().unwrap().get("mpiswarm.io/role"), Some("worker"));
+    }
+
+    #[test]
+    fn mpich_jobs_get_hydra_syntax_and_env_is_forwarded() {
+        let spec = spec(
+            "  image: img:1\n  command: [prog]\n  ranks: 2\n  mpi:\n    implementation: MPICH\n    env: [{name: A, value: '1'}, {name: B, value: x y}]\n",
+        );
+        let placement = two_node_placement(2);
+        let id = identity();
+        let none = BTreeSet::new();
+        let gang = Gang {
+            job: &id,
+            spec: &spec,
+            generation: 0,
+            role: "*",
+            placement: &placement,
+            ssh_private_key: b"KEY",
+            network_accounted: &none,
+        };
+        assert_eq!(gang.hostfile(), "worker-0:1\nworker-1:1\n");
+        let line = gang.launcher_command();
+        assert!(
+            line.contains("mpiexec -f /etc/mpi/hostfile -n 2 -launcher ssh -iface eth0 -envlist A,B prog"),
+            "{line}"
+        );
+    }
+
+    #[test]
+    fn words_are_quoted_only_when_the_shell_needs_it() {
+        assert_eq!(shell_quote("sleep"), "sleep");
+        assert_eq!(shell_quote("1.5"), "1.5");
+        assert_eq!(shell_quote("a b"), "'a b'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote(""), "''");
+        assert_eq!(shell_quote("$(rm)"), "'$(rm)'");
+    }
+}

@@ -1,0 +1,333 @@
+//! The MpiJob controller: it watches MpiJobs through kube-rs, is a Mesos
+//! framework of the offer layer (or of any Mesos master), places each gang
+//! with the policy engine, launches it through the agents and writes what
+//! happens back into the MpiJob's status and Events.
+//!
+//! - [`plan`]: the reconcile decision, pure (table-tested);
+//! - [`reconcile`]: finalizer, status writes, Events, actions;
+//! - [`driver`] and [`round`]: the Mesos subscription and one offer round;
+//! - [`launch`]: a placed gang as LAUNCH_GROUP operations (pure);
+//! - [`gang`], [`books`], [`restore`]: what is known of each gang;
+//! - [`keys`], [`framework_id`]: the per-job SSH key and the framework id, in the cluster.
+//!
+//! Only the leader (a `coordination.k8s.io/v1` Lease) reconciles and subscribes.
+
+pub mod books;
+pub mod context;
+pub mod demand;
+pub mod driver;
+pub mod error;
+pub mod events;
+pub mod framework_id;
+pub mod gang;
+mod http;
+pub mod keys;
+pub mod launch;
+pub mod metrics;
+pub mod names;
+pub mod plan;
+pub mod reconcile;
+pub mod restore;
+pub mod round;
+mod round_log;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::controller::Controller;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::watcher;
+use kube_lease_manager::LeaseManagerBuilder;
+use mpiswarm_crds::MpiJob;
+use tokio::sync::{mpsc, watch};
+
+pub use context::{Context, Settings};
+pub use error::Error;
+
+/// `mpiswarm controller`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ControllerArgs {
+    /// Kubeconfig of the API server (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, env = "MPISWARM_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The Mesos master (our offer layer, or a real Mesos master).
+    #[arg(long, env = "MPISWARM_MASTER", default_value = "http://127.0.0.1:5050")]
+    pub master: String,
+    /// File holding `principal secret` for the master's authentication.
+    #[arg(long, env = "MPISWARM_MASTER_CREDENTIALS")]
+    pub master_credentials: Option<PathBuf>,
+    /// Watch MpiJobs of this namespace only (default: all namespaces).
+    #[arg(long, env = "MPISWARM_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Namespace of the leader Lease and the framework-id ConfigMap.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub lease_namespace: String,
+    /// This replica's identity in the Lease (default: hostname and pid).
+    #[arg(long, env = "MPISWARM_IDENTITY")]
+    pub identity: Option<String>,
+    /// Seconds a Lease is held without renewal before another replica takes it.
+    #[arg(long, env = "MPISWARM_LEASE_SECONDS", default_value_t = 15)]
+    pub lease_seconds: u64,
+    /// Address of /healthz, /readyz and /metrics.
+    #[arg(long, env = "MPISWARM_CONTROLLER_LISTEN", default_value = "127.0.0.1:8090")]
+    pub listen: SocketAddr,
+    /// Seconds a launched gang may take until every task runs.
+    #[arg(long, env = "MPISWARM_LAUNCH_TIMEOUT", default_value_t = 300)]
+    pub launch_timeout_seconds: i64,
+    /// Let later jobs of a role start while its head does not fit, for this many seconds of the head's wait (0: strict FIFO).
+    #[arg(long, env = "MPISWARM_BACKFILL_SECONDS", default_value_t = 60)]
+    pub backfill_seconds: u64,
+    /// Append each offer round's input and outcome to FILE as JSON lines.
+    #[arg(long, env = "MPISWARM_ROUND_LOG")]
+    pub round_log: Option<PathBuf>,
+}
+
+/// Everything `start` needs, without the kubeconfig handling.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub master: String,
+    pub credentials: Option<(String, String)>,
+    pub namespace: Option<String>,
+    pub lease_namespace: String,
+    pub identity: String,
+    pub lease_seconds: u64,
+    pub listen: SocketAddr,
+    pub settings: Settings,
+}
+
+impl ControllerArgs {
+    pub fn options(&self) -> Result<Options, Error> {
+        let credentials = match &self.master_credentials {
+            None => None,
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| Error::Config(format!("--master-credentials {}: {e}", path.display())))?;
+                let mut words = text.split_whitespace();
+                match (words.next(), words.next()) {
+                    (Some(p), Some(s)) => Some((p.to_owned(), s.to_owned())),
+                    _ => {
+                        return Err(Error::Config(format!(
+                            "--master-credentials {} must hold 'principal secret'",
+                            path.display()
+                        )));
+                    }
+                }
+            }
+        };
+        let backfill = if self.backfill_seconds == 0 {
+            mpiswarm_policy::Backfill::Off
+        } else {
+            mpiswarm_policy::Backfill::WhileHeadWaitsLessThan { max_head_wait_secs: self.backfill_seconds }
+        };
+        Ok(Options {
+            master: self.master.clone(),
+            credentials,
+            namespace: self.namespace.clone(),
+            lease_namespace: self.lease_namespace.clone(),
+            identity: self.identity.clone().unwrap_or_else(default_identity),
+            lease_seconds: self.lease_seconds,
+            listen: self.listen,
+            settings: Settings {
+                launch_timeout: self.launch_timeout_seconds,
+                backfill,
+                round_log: self.round_log.clone(),
+                ..Settings::default()
+            },
+        })
+    }
+}
+
+fn default_identity() -> String {
+    let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_owned()).unwrap_or_else(|_| "host".into());
+    format!("{host}-{}", std::process::id())
+}
+
+/// A kube client from a kubeconfig file, or inferred (in-cluster, $KUBECONFIG, ~/.kube/config).
+pub async fn client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, Error> {
+    let _already = rustls::crypto::ring::default_provider().install_default();
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .map_err(|e| Error::Config(format!("kubeconfig {}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| Error::Config(format!("kubeconfig {}: {e}", path.display())))?
+        }
+        None => kube::Config::infer().await.map_err(|e| Error::Config(e.to_string()))?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// A controller started in this process.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub context: Arc<Context>,
+    shutdown: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<Result<(), Error>>,
+}
+
+impl Running {
+    /// Stops reconciling and unsubscribes (running tasks keep running: the
+    /// master keeps them for `failover_timeout`).
+    pub fn stop(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    /// Waits until the controller ends (stopped, or leadership lost).
+    pub async fn wait(self) -> Result<(), Error> {
+        self.task.await.map_err(|e| Error::Config(format!("the controller task panicked: {e}")))?
+    }
+}
+
+/// `mpiswarm controller`: runs until SIGTERM or Ctrl-C.
+pub async fn run(args: ControllerArgs) -> Result<(), Error> {
+    let client = client(args.kubeconfig.as_deref()).await?;
+    let running = start(client, args.options()?).await?;
+    tracing::info!(addr = %running.addr, "controller serving /healthz, /readyz, /metrics");
+    let stop = running.shutdown.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("stopping the controller");
+        stop.send_replace(true);
+    });
+    running.wait().await
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ignored = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ignored = ctrl_c.await;
+}
+
+/// Starts the controller in this process: health endpoints at once, then,
+/// once this replica holds the Lease, the reconciler and the framework driver.
+pub async fn start(client: kube::Client, options: Options) -> Result<Running, Error> {
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (commands_tx, commands_rx) = mpsc::unbounded_channel();
+    let (trigger_tx, trigger_rx) = futures::channel::mpsc::unbounded();
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter { controller: context::FIELD_MANAGER.into(), instance: Some(options.identity.clone()) },
+    );
+    let ctx = Arc::new(Context::new(client.clone(), recorder, options.settings.clone(), commands_tx, trigger_tx));
+    let listener = tokio::net::TcpListener::bind(options.listen).await.map_err(|source| Error::Serve {
+        what: "health and metrics",
+        addr: options.listen.to_string(),
+        source,
+    })?;
+    let addr = listener.local_addr().map_err(|source| Error::Serve {
+        what: "health and metrics",
+        addr: options.listen.to_string(),
+        source,
+    })?;
+    let http = tokio::spawn(http::serve(listener, ctx.clone(), shutdown_rx.clone()));
+    let task = tokio::spawn(lead(client, options, ctx.clone(), commands_rx, trigger_rx, shutdown_rx, http));
+    Ok(Running { addr, context: ctx, shutdown: shutdown_tx, task })
+}
+
+async fn lead(
+    client: kube::Client,
+    options: Options,
+    ctx: Arc<Context>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    trigger: futures::channel::mpsc::UnboundedReceiver<kube::runtime::reflector::ObjectRef<MpiJob>>,
+    mut shutdown: watch::Receiver<bool>,
+    http: tokio::task::JoinHandle<std::io::Result<()>>,
+) -> Result<(), Error> {
+    let lease = LeaseManagerBuilder::new(client.clone(), "mpiswarm-controller")
+        .with_namespace(&options.lease_namespace)
+        .with_identity(&options.identity)
+        .with_duration(options.lease_seconds)
+        .with_grace(options.lease_seconds.div_ceil(3).max(1))
+        .build()
+        .await
+        .map_err(|e| Error::Lease(e.to_string()))?;
+    let (mut leading, lease_task) = lease.watch().await;
+    tracing::info!(identity = %options.identity, "waiting to lead");
+    loop {
+        if *leading.borrow() {
+            break;
+        }
+        tokio::select! {
+            changed = leading.changed() => changed.map_err(|_| Error::Lease("the lease manager stopped".into()))?,
+            _ = shutdown.changed() => {
+                drop(leading);
+                let _released = lease_task.await;
+                return Ok(());
+            }
+        }
+    }
+    tracing::info!(identity = %options.identity, "leading");
+
+    let jobs: Api<MpiJob> = match &options.namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let controller = Controller::new(jobs, watcher::Config::default().any_semantic());
+    let _set = ctx.store.set(controller.store());
+    let mut driver = tokio::spawn(driver::run(
+        ctx.clone(),
+        driver::DriverConfig {
+            master: options.master.clone(),
+            credentials: options.credentials.clone(),
+            framework_name: "mpiswarm".to_owned(),
+            user: "root".to_owned(),
+            framework_ids: framework_id::FrameworkIdStore::new(
+                client.clone(),
+                &options.lease_namespace,
+                "mpiswarm-framework",
+            ),
+        },
+        commands,
+        shutdown.clone(),
+    ));
+    let mut stop = shutdown.clone();
+    let reconciling = controller
+        .reconcile_on(trigger)
+        .graceful_shutdown_on(async move {
+            let _closed = stop.wait_for(|s| *s).await;
+        })
+        .run(reconcile::reconcile, reconcile::error_policy, ctx.clone())
+        .for_each(|_| futures::future::ready(()));
+    let lost = async {
+        while *leading.borrow() {
+            if leading.changed().await.is_err() {
+                break;
+            }
+        }
+    };
+    let outcome = tokio::select! {
+        _ = reconciling => Ok(()),
+        _ = lost => Err(Error::Lease(format!("{} lost the lease", options.identity))),
+    };
+    // After a lost lease stop at once; after a shutdown give the driver a moment.
+    let grace = if outcome.is_err() { Duration::ZERO } else { Duration::from_secs(5) };
+    if tokio::time::timeout(grace, &mut driver).await.is_err() {
+        driver.abort();
+    }
+    drop(leading);
+    let _released = tokio::time::timeout(Duration::from_secs(5), lease_task).await;
+    http.abort();
+    outcome
+}
+
+use context::Command;

@@ -1,0 +1,83 @@
+//! The controller's Prometheus metrics: jobs by phase, time from creation to
+//! Running, reconcile duration and errors by type, and the offer traffic.
+
+use std::sync::Mutex;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PhaseLabel {
+    pub phase: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabel {
+    pub error: String,
+}
+
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    pub jobs: Family<PhaseLabel, Gauge>,
+    pub creation_to_running: Histogram,
+    pub reconcile_seconds: Histogram,
+    pub reconcile_errors: Family<ErrorLabel, Counter>,
+    pub offers_received: Counter,
+    pub offers_accepted: Counter,
+    pub offers_declined: Counter,
+    pub gangs_launched: Counter,
+    pub subscriptions: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let m = Self {
+            registry: Mutex::new(Registry::with_prefix("mpiswarm_controller")),
+            jobs: Family::default(),
+            creation_to_running: Histogram::new(exponential_buckets(0.25, 2.0, 14)),
+            reconcile_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+            reconcile_errors: Family::default(),
+            offers_received: Counter::default(),
+            offers_accepted: Counter::default(),
+            offers_declined: Counter::default(),
+            gangs_launched: Counter::default(),
+            subscriptions: Counter::default(),
+        };
+        if let Ok(mut r) = m.registry.lock() {
+            r.register("jobs", "MpiJobs by phase", m.jobs.clone());
+            r.register(
+                "creation_to_running_seconds",
+                "Seconds from an MpiJob's creation to its gang running",
+                m.creation_to_running.clone(),
+            );
+            r.register("reconcile_duration_seconds", "Duration of one reconcile", m.reconcile_seconds.clone());
+            r.register("reconcile_errors", "Reconcile errors by type", m.reconcile_errors.clone());
+            r.register("offers_received", "Mesos offers received", m.offers_received.clone());
+            r.register("offers_accepted", "Mesos offers accepted", m.offers_accepted.clone());
+            r.register("offers_declined", "Mesos offers declined", m.offers_declined.clone());
+            r.register("gangs_launched", "Gangs launched (all their ACCEPTs sent)", m.gangs_launched.clone());
+            r.register("subscriptions", "Successful SUBSCRIBEs to the master", m.subscriptions.clone());
+        }
+        m
+    }
+}
+
+impl Metrics {
+    /// The Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let registry = self.registry.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &registry) {
+            tracing::warn!(error = %e, "encoding metrics failed");
+        }
+        out
+    }
+
+    pub fn reconcile_error(&self, label: &str) {
+        self.reconcile_errors.get_or_create(&ErrorLabel { error: label.to_owned() }).inc();
+    }
+}

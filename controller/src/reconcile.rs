@@ -1,0 +1,219 @@
+//! The reconcile plumbing around [`plan`](crate::plan::plan): the finalizer,
+//! the status write (server-side apply, only when it changed), the Events
+//! of each transition, and carrying out the plan's actions through the books
+//! and the framework driver. The decisions themselves are all in `plan`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::Action as Requeue;
+use kube::runtime::finalizer::{self, Event as Finalizer, finalizer};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use mpiswarm_crds::{FINALIZER, MpiJob, MpiJobStatus, Phase};
+use serde_json::json;
+
+use crate::books::{LaunchInputs, QueueEntry};
+use crate::context::{Command, Context, FIELD_MANAGER, now};
+use crate::error::Error;
+use crate::launch::JobIdentity;
+use crate::plan::{Action, Inputs, plan};
+use crate::{demand, events, keys, restore};
+
+/// How long a deletion waits in one pass for the gang's tasks to end.
+const TEARDOWN_WAIT: Duration = Duration::from_secs(20);
+
+/// The entry point `kube::runtime::Controller` calls.
+pub async fn reconcile(job: Arc<MpiJob>, ctx: Arc<Context>) -> Result<Requeue, Error> {
+    let started = Instant::now();
+    let span =
+        tracing::info_span!("reconcile", job = %format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any()));
+    let _entered = span.enter();
+    let ns = job.namespace().ok_or(Error::MissingNamespace)?;
+    let api: Api<MpiJob> = Api::namespaced(ctx.client.clone(), &ns);
+    let result = finalizer(&api, FINALIZER, job, |event| async {
+        match event {
+            Finalizer::Apply(job) => apply(&job, &ctx).await,
+            Finalizer::Cleanup(job) => cleanup(&job, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| match e {
+        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
+        finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => Error::Kube(e),
+        other => Error::Finalizer(other.to_string()),
+    });
+    ctx.metrics.reconcile_seconds.observe(started.elapsed().as_secs_f64());
+    result
+}
+
+/// What the Controller does after an error: count it by type, retry soon.
+pub fn error_policy(_job: Arc<MpiJob>, error: &Error, ctx: Arc<Context>) -> Requeue {
+    ctx.metrics.reconcile_error(error.metric_label());
+    tracing::warn!(%error, "reconcile failed; retrying");
+    Requeue::requeue(Duration::from_secs(2))
+}
+
+/// Brings one live job's status and books in line with what is known.
+/// Also called by the driver right after it placed a gang, before ACCEPT.
+pub async fn apply(job: &MpiJob, ctx: &Context) -> Result<Requeue, Error> {
+    let uid = job.uid().ok_or(Error::MissingUid)?;
+    let lock = ctx.job_lock(&uid);
+    let _held = lock.lock().await;
+    let key = ObjectRef::from_obj(job);
+    let now = now();
+
+    // After a restart the books do not know the gang yet: rebuild it from the status.
+    if ctx.books.gang(&uid).is_none()
+        && let Some(gang) = restore::gang_from_status(job, &uid, now)
+    {
+        let tasks: Vec<_> = gang.tasks.iter().map(|(id, t)| (id.clone(), t.agent_id.clone())).collect();
+        if ctx.books.seed_gang(&uid, &key, gang) {
+            tracing::info!(tasks = tasks.len(), "gang rebuilt from status; asking the master about its tasks");
+            ctx.send(Command::Reconcile(tasks));
+        }
+    }
+
+    let mut current = job.clone();
+    if let Some(written) = ctx.written_status(&uid) {
+        current.status = Some(written);
+    }
+    let old = current.status.clone().unwrap_or_default();
+    let invalid = match (job.spec.validate(), demand::job_demand(&job.spec)) {
+        (Err(e), _) => Some(e.to_string()),
+        (Ok(()), Err(e)) => Some(e),
+        _ => None,
+    };
+    let gang = ctx.books.gang(&uid);
+    let queue = ctx.books.queue_view(&uid);
+    let planned = plan(&Inputs {
+        job: &current,
+        gang: gang.as_ref(),
+        queue: queue.as_ref(),
+        now,
+        launch_timeout: ctx.settings.launch_timeout,
+        invalid,
+    });
+
+    if planned.status != old {
+        write_status(ctx, job, &planned.status).await?;
+        ctx.remember_status(&uid, planned.status.clone());
+        observe_transition(ctx, job, &old, &planned.status, now);
+        for event in events::transitions(&old, &planned.status) {
+            // An Event that cannot be written must not undo a status that was.
+            if let Err(e) = ctx.recorder.publish(&event, &job.object_ref(&())).await {
+                tracing::warn!(error = %e, reason = %event.reason, "could not publish an Event");
+            }
+        }
+    }
+
+    let mut requeue = planned.requeue_after;
+    for action in &planned.actions {
+        match *action {
+            Action::Enqueue { generation } => enqueue(ctx, job, &uid, &key, generation).await?,
+            Action::Dequeue => ctx.books.dequeue(&uid),
+            Action::Kill => {
+                let tasks = ctx.books.to_kill(&uid);
+                if !tasks.is_empty() {
+                    ctx.send(Command::Kill(tasks));
+                    // KILLs are idempotent; send them again if the tasks have not ended by then.
+                    requeue = Some(requeue.map_or(5, |r| r.min(5)));
+                }
+            }
+            Action::Forget => ctx.books.forget_gang(&uid),
+            Action::Delete => {
+                let api: Api<MpiJob> = Api::namespaced(ctx.client.clone(), &job.namespace().unwrap_or_default());
+                tracing::info!("ttlSecondsAfterFinished passed; deleting the MpiJob");
+                api.delete(&job.name_any(), &DeleteParams::background()).await?;
+            }
+        }
+    }
+    Ok(requeue.map_or_else(Requeue::await_change, |s| Requeue::requeue(Duration::from_secs(s as u64))))
+}
+
+async fn enqueue(
+    ctx: &Context,
+    job: &MpiJob,
+    uid: &str,
+    key: &ObjectRef<MpiJob>,
+    generation: u32,
+) -> Result<(), Error> {
+    let Ok(demand) = demand::job_demand(&job.spec) else { return Ok(()) };
+    let ssh_private_key = keys::ensure(&ctx.client, job).await?;
+    let launch = Arc::new(LaunchInputs {
+        identity: JobIdentity {
+            namespace: job.namespace().ok_or(Error::MissingNamespace)?,
+            name: job.name_any(),
+            uid: uid.to_owned(),
+        },
+        spec: job.spec.clone(),
+        ssh_private_key,
+    });
+    let created_at = job.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second());
+    let entry = QueueEntry {
+        generation,
+        role: job.spec.role.clone(),
+        created_at,
+        demand,
+        view: crate::plan::QueueView { since: now(), ..Default::default() },
+        launch,
+    };
+    if ctx.books.enqueue(uid, key, entry) {
+        ctx.send(Command::Revive { role: job.spec.role.clone() });
+    }
+    Ok(())
+}
+
+/// Deletion: no new gang, KILL the tasks, wait for their terminal updates,
+/// then let the finalizer go. The Secret goes with the job (owner reference).
+async fn cleanup(job: &MpiJob, ctx: &Context) -> Result<Requeue, Error> {
+    let uid = job.uid().ok_or(Error::MissingUid)?;
+    let lock = ctx.job_lock(&uid);
+    let _held = lock.lock().await;
+    ctx.books.dequeue(&uid);
+    if ctx.books.gang(&uid).is_none()
+        && let Some(gang) = restore::gang_from_status(job, &uid, now())
+    {
+        ctx.books.seed_gang(&uid, &ObjectRef::from_obj(job), gang);
+    }
+    let deadline = tokio::time::Instant::now() + TEARDOWN_WAIT;
+    while let Some(gang) = ctx.books.gang(&uid) {
+        if gang.all_ended() {
+            break;
+        }
+        let waiting = ctx.task_changed.notified();
+        let tasks = ctx.books.to_kill(&uid);
+        tracing::info!(tasks = tasks.len(), "deleting: killing the gang's tasks");
+        ctx.send(Command::Kill(tasks));
+        if tokio::time::timeout_at(deadline, waiting).await.is_err() {
+            return Err(Error::Finalizer(format!(
+                "the tasks of {} have not ended {}s after KILL; retrying",
+                job.name_any(),
+                TEARDOWN_WAIT.as_secs()
+            )));
+        }
+    }
+    ctx.forget_job(&uid);
+    Ok(Requeue::await_change())
+}
+
+async fn write_status(ctx: &Context, job: &MpiJob, status: &MpiJobStatus) -> Result<(), Error> {
+    let api: Api<MpiJob> = Api::namespaced(ctx.client.clone(), &job.namespace().ok_or(Error::MissingNamespace)?);
+    let patch = json!({
+        "apiVersion": mpiswarm_crds::API_VERSION,
+        "kind": "MpiJob",
+        "status": status,
+    });
+    api.patch_status(&job.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch)).await?;
+    Ok(())
+}
+
+fn observe_transition(ctx: &Context, job: &MpiJob, old: &MpiJobStatus, new: &MpiJobStatus, now: i64) {
+    if new.phase == Some(Phase::Running)
+        && old.phase != Some(Phase::Running)
+        && let Some(created) = job.metadata.creation_timestamp.as_ref()
+    {
+        ctx.metrics.creation_to_running.observe((now - created.0.as_second()).max(0) as f64);
+    }
+}
