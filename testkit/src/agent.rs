@@ -16,9 +16,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, watch};
 
-/// One task as the fake agent knows it.
+/// One task as the test agent knows it.
 #[derive(Debug, Clone)]
-pub struct FakeTask {
+pub struct TestTask {
     pub framework_id: FrameworkId,
     pub info: TaskInfo,
     pub executor: Option<ExecutorInfo>,
@@ -27,7 +27,7 @@ pub struct FakeTask {
     pub acknowledged: bool,
 }
 
-impl FakeTask {
+impl TestTask {
     /// The task as an agent reports it when it (re-)subscribes.
     pub fn reported(&self) -> ReportedTask {
         ReportedTask {
@@ -42,12 +42,12 @@ impl FakeTask {
 #[derive(Debug, Default)]
 struct Books {
     agent_id: Option<AgentId>,
-    tasks: BTreeMap<(String, String), FakeTask>,
+    tasks: BTreeMap<(String, String), TestTask>,
     subscriptions: u64,
 }
 
-/// A running fake agent.
-pub struct FakeAgent {
+/// A running test agent.
+pub struct TestAgent {
     books: Arc<Mutex<Books>>,
     subscribed: watch::Receiver<u64>,
     /// Bumped whenever the books change, so tests await changes instead of polling.
@@ -67,7 +67,7 @@ fn what_happens(info: &TaskInfo) -> Option<(TaskState, Reason)> {
     }
 }
 
-impl FakeAgent {
+impl TestAgent {
     /// Starts an agent named `hostname` with `resources` against the offer
     /// layer at `master` (e.g. `http://127.0.0.1:5050`).
     pub fn start(master: &str, hostname: &str, resources: Vec<mpiswarm_mesos::Resource>) -> Self {
@@ -98,13 +98,13 @@ impl FakeAgent {
     }
 
     /// The tasks the agent holds.
-    pub fn tasks(&self) -> Vec<FakeTask> {
+    pub fn tasks(&self) -> Vec<TestTask> {
         self.books.lock().map(|b| b.tasks.values().cloned().collect()).unwrap_or_default()
     }
 
     /// Waits until `pred` holds for the agent's tasks (checked after every
     /// change); false if the agent stopped before it did.
-    pub async fn wait_for_tasks(&mut self, mut pred: impl FnMut(&[FakeTask]) -> bool) -> bool {
+    pub async fn wait_for_tasks(&mut self, mut pred: impl FnMut(&[TestTask]) -> bool) -> bool {
         loop {
             if pred(&self.tasks()) {
                 return true;
@@ -121,14 +121,14 @@ impl FakeAgent {
     }
 }
 
-impl Drop for FakeAgent {
+impl Drop for TestAgent {
     fn drop(&mut self) {
         self.task.abort();
     }
 }
 
 fn reported(books: &Books) -> Vec<ReportedTask> {
-    books.tasks.values().filter(|t| !(t.status.state.is_terminal() && t.acknowledged)).map(FakeTask::reported).collect()
+    books.tasks.values().filter(|t| !(t.status.state.is_terminal() && t.acknowledged)).map(TestTask::reported).collect()
 }
 
 async fn run(
@@ -146,7 +146,7 @@ async fn run(
         let sub = match client.subscribe(info.clone(), tasks).await {
             Ok(sub) => sub,
             Err(e) => {
-                tracing::debug!(error = %e, "fake agent: subscribe failed; retrying");
+                tracing::debug!(error = %e, "test agent: subscribe failed; retrying");
                 tokio::time::sleep(backoff.delay(attempt)).await;
                 attempt += 1;
                 continue;
@@ -182,7 +182,7 @@ async fn send_updates(
     while let Some((fw, status)) = updates.recv().await {
         // If this fails the stream is gone too; the state is re-reported on re-subscribe.
         if let Err(e) = client.update(&agent_id, &fw, status).await {
-            tracing::debug!(error = %e, "fake agent: update not delivered");
+            tracing::debug!(error = %e, "test agent: update not delivered");
         }
     }
 }
@@ -229,7 +229,7 @@ fn launch(
     let status = new_status(info, agent, TaskState::Staging, executor);
     books.tasks.insert(
         key.clone(),
-        FakeTask {
+        TestTask {
             framework_id: fw.clone(),
             info: info.clone(),
             executor: executor.cloned(),
