@@ -30,5 +30,5 @@ pub fn for_task_label(key: &str) -> String {
     if key.starts_with(PREFIX) { key.to_owned() } else { format!("{PREFIX}label.{key}") }
 }
 
-/// TaskStatus label carrying a container's exit code.
-pub const EXIT_CODE: &str = "mpiswarm.io/exit-code";
+/// TaskStatus label carrying a container's exit code (defined with the agent API).
+pub const EXIT_CODE: &str = mpiswarm_mesos::agent_api::EXIT_CODE_LABEL;

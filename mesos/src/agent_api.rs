@@ -19,6 +19,10 @@ use serde::{Deserialize, Serialize};
 /// The path of the agent API on the offer layer.
 pub const PATH: &str = "/api/v1/agent";
 
+/// TaskStatus label in which an agent reports a terminal task's exit code
+/// (`0` with TASK_FINISHED, the code with TASK_FAILED).
+pub const EXIT_CODE_LABEL: &str = "mpiswarm.io/exit-code";
+
 /// What an agent is: its identity, capacity and attributes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentInfo {

@@ -7,12 +7,12 @@
 //! - [`registry`]: what survives a restart, on disk;
 //! - [`http`]: the HTTP surface (scheduler API, agent API, state, metrics);
 //! - [`server`]: arguments and the running server;
-//! - [`validation`]: stateless checks of scheduler calls, as Mesos words them;
-//! - [`fake_agent`]: an agent that keeps no containers, for tests.
+//! - [`validation`]: stateless checks of scheduler calls, as Mesos words them.
+//!
+//! The test agent (no containers) lives in the `mpiswarm-testkit` crate.
 
 pub mod allocator;
 pub mod drf;
-pub mod fake_agent;
 pub mod http;
 pub mod master;
 pub mod registry;

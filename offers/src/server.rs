@@ -51,28 +51,6 @@ pub struct OffersArgs {
     /// Hostname advertised in MasterInfo (default: the listen address).
     #[arg(long)]
     pub advertise_host: Option<String>,
-    /// Also run an in-process test agent that keeps no containers, e.g.
-    /// `node1=cpus:4;mem:4096` (repeatable). For demos and tests only.
-    #[arg(long = "fake-agent", value_parser = parse_fake_agent)]
-    pub fake_agents: Vec<FakeAgentSpec>,
-}
-
-/// `HOSTNAME=RESOURCES` of a `--fake-agent`.
-#[derive(Debug, Clone)]
-pub struct FakeAgentSpec {
-    pub hostname: String,
-    pub resources: Vec<mpiswarm_mesos::Resource>,
-}
-
-fn parse_fake_agent(s: &str) -> Result<FakeAgentSpec, String> {
-    let (hostname, resources) = s
-        .split_once('=')
-        .ok_or_else(|| format!("fake agent '{s}' is not HOSTNAME=RESOURCES (e.g. node1=cpus:4;mem:4096)"))?;
-    let q: mpiswarm_mesos::quantities::Quantities = resources.parse()?;
-    if hostname.trim().is_empty() || q.is_empty() {
-        return Err(format!("fake agent '{s}' needs a hostname and some resources"));
-    }
-    Ok(FakeAgentSpec { hostname: hostname.trim().to_owned(), resources: q.to_resources(None) })
 }
 
 /// Why the offer layer could not start or stopped.
@@ -139,8 +117,6 @@ fn load_credentials(path: &PathBuf) -> Result<HashMap<String, String>, Error> {
 pub struct Running {
     pub addr: SocketAddr,
     pub shared: Arc<Shared>,
-    /// The `--fake-agent`s, kept alive as long as the server.
-    pub fake_agents: Vec<crate::fake_agent::FakeAgent>,
     task: tokio::task::JoinHandle<Result<(), Error>>,
     stop: tokio::sync::watch::Sender<bool>,
 }
@@ -224,13 +200,7 @@ pub async fn start(args: OffersArgs) -> Result<Running, Error> {
         clock.abort();
         served
     });
-    let url = format!("http://{addr}");
-    let fake_agents = args
-        .fake_agents
-        .iter()
-        .map(|a| crate::fake_agent::FakeAgent::start(&url, &a.hostname, a.resources.clone()))
-        .collect();
-    Ok(Running { addr, shared, fake_agents, task, stop })
+    Ok(Running { addr, shared, task, stop })
 }
 
 /// Runs the offer layer until it fails or the process is interrupted.
@@ -259,13 +229,6 @@ mod tests {
         assert_eq!(parse_weights("mpi=x").unwrap_err(), "weight of role 'mpi' is not a number: 'x'");
         assert_eq!(parse_weights("mpi=0").unwrap_err(), "weight of role 'mpi' must be positive, got 0");
         assert!(parse_weights("bad role=1").unwrap_err().contains("'bad role'"));
-    }
-
-    #[test]
-    fn fake_agent_specs_parse_and_bad_ones_say_the_format() {
-        assert!(parse_fake_agent("node1").unwrap_err().contains("HOSTNAME=RESOURCES"));
-        assert_eq!(parse_fake_agent("n=cpus:2;mem:64").unwrap().resources.len(), 2);
-        assert_eq!(parse_fake_agent("n=cpus:two").unwrap_err(), "value 'two' of resource 'cpus' is not a number");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use mpiswarm_mesos::quantities::Quantities;
 use mpiswarm_mesos::scheduler::{Call, EventType};
 use mpiswarm_mesos::{Filters, FrameworkInfo, Offer, Operation, Resource, resources::scalar_sum};
 use mpiswarm_offers::allocator::{Allocator, AllocatorConfig};
-use mpiswarm_offers::fake_agent::FakeAgent;
+use mpiswarm_testkit::TestAgent;
 use std::time::Duration;
 
 /// Launches one `cpus`/`mem` task on the offer if it fits, declines otherwise.
@@ -64,7 +64,7 @@ async fn the_binary_with_weights_mpi_2_batch_1_reports_them_and_splits_a_node_ei
     // One agent: each offer is all of its free resources, so every task goes
     // to the role with the lowest weighted share, one at a time.
     let _agent =
-        FakeAgent::start(&url, "node1", vec![Resource::scalar("cpus", 12.0), Resource::scalar("mem", 16384.0)]);
+        TestAgent::start(&url, "node1", vec![Resource::scalar("cpus", 12.0), Resource::scalar("mem", 16384.0)]);
     let (mut nm, mut nb) = (0, 0);
     while nm + nb < 12 {
         tokio::select! {

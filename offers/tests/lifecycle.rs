@@ -1,4 +1,4 @@
-//! Task lifecycle over real HTTP: offers, launches on a fake agent, status
+//! Task lifecycle over real HTTP: offers, launches on a test agent, status
 //! updates and their acknowledgement, filters, suppression, timeouts.
 
 mod common;
@@ -205,15 +205,18 @@ async fn an_update_posted_twice_reaches_the_framework_once() {
 }
 
 #[tokio::test]
-async fn a_fake_agent_from_the_command_line_offers_its_resources() {
-    let c = Cluster::start_with(|a| {
-        a.fake_agents = vec![mpiswarm_offers::server::FakeAgentSpec {
-            hostname: "demo".into(),
-            resources: "cpus:3;mem:1024".parse::<mpiswarm_mesos::quantities::Quantities>().unwrap().to_resources(None),
-        }]
-    })
-    .await;
-    let mut f = c.framework("fw", &["mpi"]).await;
+async fn a_test_agent_registers_with_the_binary_and_its_resources_are_offered() {
+    // The test agent is no part of the binary: it runs in this process and
+    // registers with the real `mpiswarm-offers` process over HTTP.
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let _master = common::spawn_binary(port, dir.path(), &[]);
+    common::healthy(&url).await;
+    let resources = "cpus:3;mem:1024".parse::<mpiswarm_mesos::quantities::Quantities>().unwrap().to_resources(None);
+    let mut agent = mpiswarm_testkit::TestAgent::start(&url, "demo", resources);
+    tokio::time::timeout(common::DEADLINE, agent.subscribed(1)).await.expect("the agent subscribed in time");
+    let mut f = common::Framework::subscribe(&url, mpiswarm_mesos::FrameworkInfo::new("root", "fw", &["mpi"])).await;
     let offer = f.offers().await.remove(0);
     assert_eq!(offer.hostname, "demo");
     assert_eq!(mpiswarm_mesos::resources::scalar_sum(&offer.resources, "cpus"), 3.0);

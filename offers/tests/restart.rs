@@ -8,7 +8,7 @@ use common::{DEADLINE, free_port, healthy, spawn_binary, task};
 use mpiswarm_mesos::client::{Backoff, SchedulerClient};
 use mpiswarm_mesos::scheduler::Call;
 use mpiswarm_mesos::{FrameworkInfo, Resource, TaskState};
-use mpiswarm_offers::fake_agent::FakeAgent;
+use mpiswarm_testkit::TestAgent;
 use std::collections::BTreeMap;
 
 #[tokio::test]
@@ -19,7 +19,7 @@ async fn kill_9_of_the_offer_layer_kills_no_task_and_reconciliation_reports_them
     let mut master = spawn_binary(port, dir.path(), &[]);
     healthy(&url).await;
     let mut agent =
-        FakeAgent::start(&url, "node1", vec![Resource::scalar("cpus", 4.0), Resource::scalar("mem", 4096.0)]);
+        TestAgent::start(&url, "node1", vec![Resource::scalar("cpus", 4.0), Resource::scalar("mem", 4096.0)]);
     let agent_id = agent.subscribed(1).await;
 
     let mut info = FrameworkInfo::new("root", "mpi", &["mpi"]);

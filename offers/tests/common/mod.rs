@@ -1,5 +1,5 @@
-//! Test fixtures: an in-process offer layer on a free loopback port, fake
-//! agents, and helpers that await events (with a deadline, never a sleep).
+//! Test fixtures: an in-process offer layer on a free loopback port, test
+//! agents (`mpiswarm-testkit`), and helpers that await events (with a deadline, never a sleep).
 #![allow(dead_code)]
 
 use futures::StreamExt;
@@ -26,7 +26,6 @@ pub fn args(data_dir: &std::path::Path) -> OffersArgs {
         max_body_bytes: 4 * 1024 * 1024,
         redirect_to: None,
         advertise_host: None,
-        fake_agents: Vec::new(),
     }
 }
 
@@ -52,8 +51,8 @@ impl Cluster {
         self.server.url()
     }
 
-    pub fn agent(&self, hostname: &str, cpus: f64, mem: f64) -> mpiswarm_offers::fake_agent::FakeAgent {
-        mpiswarm_offers::fake_agent::FakeAgent::start(
+    pub fn agent(&self, hostname: &str, cpus: f64, mem: f64) -> mpiswarm_testkit::TestAgent {
+        mpiswarm_testkit::TestAgent::start(
             &self.url(),
             hostname,
             vec![Resource::scalar("cpus", cpus), Resource::scalar("mem", mem)],

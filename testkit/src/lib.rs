@@ -1,0 +1,37 @@
+//! Test support for mpiswarm, kept out of every production binary.
+//!
+//! - [`agent`]: [`TestAgent`] and [`TestAgents`], in-process node agents
+//!   that speak the real agent API over HTTP and keep no containers;
+//! - [`program`]: how a test agent ends a task by its command's last words
+//!   (`true`, `false`, `exit N`, `sleep N`, or never), and the
+//!   [`program::FAIL_LAUNCH_LABEL`] that makes a launch fail on purpose.
+//!
+//! Nothing here is used by `mpiswarm` itself; crates depend on it as a
+//! dev-dependency only. `README.md` has the whole API with examples.
+//!
+//! ```no_run
+//! # async fn demo(offers_url: &str) {
+//! use mpiswarm_testkit::{AgentSpec, TestAgents};
+//! let mut agents = TestAgents::start(offers_url, [
+//!     AgentSpec::new("node1").cpus(2.0).mem(1024.0).attribute("rack", "r1"),
+//!     AgentSpec::new("node2").cpus(2.0).mem(1024.0).attribute("rack", "r2"),
+//! ]);
+//! agents.subscribed().await;
+//! // ... a framework launches `sh /etc/mpiswarm/rank launcher mpirun ... true` ...
+//! assert!(agents.running_tasks().is_empty(), "no partial gang keeps running");
+//! # }
+//! ```
+//!
+//! A task ends by the last word(s) of its command: `true` / `exit 0`
+//! (FINISHED, exit code 0), `false` (FAILED, 1), `exit N` (FAILED, N),
+//! `sleep N` (FINISHED after N seconds of tokio time); anything else runs
+//! until KILL. Statuses carry the label `mpiswarm.io/exit-code` as the real
+//! agent's do. A task labelled `mpiswarm.io/test-fail-launch=true` fails its
+//! launch (TASK_FAILED, REASON_CONTAINER_LAUNCH_FAILED; the rest of its group
+//! TASK_KILLED). See [`program`].
+
+pub mod agent;
+pub mod program;
+
+pub use agent::{AgentSpec, DEADLINE, TestAgent, TestAgents, TestTask};
+pub use program::{FAIL_LAUNCH_LABEL, Outcome};
