@@ -396,16 +396,15 @@ impl Session<'_> {
                 ctx.books.mark_launched(&s.uid, s.generation, now);
                 ctx.metrics.gangs_launched.inc();
             }
-            if let Some(store) = ctx.store.get()
-                && let Some(key) = store
-                    .state()
-                    .iter()
-                    .find(|j| j.uid().as_deref() == Some(s.uid.as_str()))
-                    .map(|j| kube::runtime::reflector::ObjectRef::from_obj(j.as_ref()))
-            {
-                ctx.wake(key);
-            }
         }
+        // "Launching" is written before any update of these tasks is read, so
+        // every job's story has it, however fast its tasks start.
+        stream::iter(persisted.iter().map(|s| s.uid.clone()))
+            .for_each_concurrent(STATUS_WRITES_IN_FLIGHT, |uid| {
+                let ctx = ctx.clone();
+                async move { sync_job(&ctx, &uid).await }
+            })
+            .await;
         if !declined.is_empty() {
             ctx.metrics.offers_declined.inc_by(declined.len() as u64);
             self.call(&Call::decline(&self.framework_id, declined, Some(Filters::refuse(refuse)))).await?;
@@ -457,6 +456,18 @@ async fn persist(ctx: &Arc<Context>, started: StartedGang) -> Option<StartedGang
     let still =
         ctx.books.gang(&started.uid).is_some_and(|g| g.generation == started.generation && g.stage == Stage::Planned);
     still.then_some(started)
+}
+
+/// Reconciles one job now (the reconciler would, a moment later).
+async fn sync_job(ctx: &Arc<Context>, uid: &str) {
+    let Some(job) = ctx.store.get().and_then(|st| st.state().into_iter().find(|j| j.uid().as_deref() == Some(uid)))
+    else {
+        return;
+    };
+    if let Err(e) = crate::reconcile::apply(&job, ctx).await {
+        tracing::warn!(error = %e, job = %job.name_any(), "status write after launch failed; the reconciler retries");
+        ctx.wake(kube::runtime::reflector::ObjectRef::from_obj(job.as_ref()));
+    }
 }
 
 /// A gang whose ACCEPT never reached the master: its tasks do not exist;

@@ -49,6 +49,8 @@ pub struct GangBook {
     /// was placed but not whether its ACCEPTs went out: if the offer layer
     /// does not know its tasks, they never launched, and that costs no restart.
     pub maybe_never_launched: bool,
+    /// Rebuilt from a status: tasks not heard from yet are unknown, not launching.
+    pub restored: bool,
 }
 
 /// Why a gang failed; `counts` says whether it uses up one of `backoffLimit`'s restarts.
@@ -100,6 +102,7 @@ impl GangBook {
             kill_sent: false,
             launched_at: None,
             maybe_never_launched: false,
+            restored: false,
         }
     }
 
@@ -163,7 +166,7 @@ impl GangBook {
             if self.launched_at.is_some_and(|at| now - at >= launch_timeout) {
                 return Health::Failed(self.launch_timeout(launch_timeout));
             }
-            return Health::Unknown;
+            return if self.restored { Health::Unknown } else { Health::Launching };
         }
         if self.tasks.values().all(|t| t.state == Some(TaskState::Running)) {
             return Health::Running;
@@ -280,7 +283,10 @@ mod tests {
     #[test]
     fn a_gang_runs_only_when_every_task_runs_and_succeeds_with_its_launcher() {
         let mut g = gang();
-        assert_eq!(g.health(101, 60), Health::Unknown);
+        assert_eq!(g.health(101, 60), Health::Launching);
+        g.restored = true;
+        assert_eq!(g.health(101, 60), Health::Unknown, "after a restart, silence is not news");
+        g.restored = false;
         all(&mut g, TaskState::Starting);
         assert_eq!(g.health(101, 60), Health::Launching);
         g.record(&status(&g, TaskRole::Worker(0), TaskState::Running));

@@ -40,6 +40,9 @@ pub struct JobIdentity {
     pub namespace: String,
     pub name: String,
     pub uid: String,
+    /// The MpiJob's own labels, copied onto every task (the agent prefixes
+    /// keys outside `mpiswarm.io/`), so Swarm objects can be found by them.
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 /// One gang generation to launch.
@@ -185,13 +188,15 @@ impl Gang<'_> {
         task.kill_policy =
             Some(KillPolicy { grace_period: Some(DurationInfo { nanoseconds: KILL_GRACE_SECONDS * 1_000_000_000 }) });
         let generation = self.generation.to_string();
-        task.labels = Some(Labels::from_pairs([
+        let own = [
             (names::LABEL_JOB_UID, self.job.uid.as_str()),
             (names::LABEL_JOB_NAME, self.job.name.as_str()),
             (names::LABEL_JOB_NAMESPACE, self.job.namespace.as_str()),
             (names::LABEL_ROLE, role.label()),
             (names::LABEL_GENERATION, generation.as_str()),
-        ]));
+        ];
+        let users = self.job.labels.iter().filter(|(k, _)| !own.iter().any(|(o, _)| o == k));
+        task.labels = Some(Labels::from_pairs(users.map(|(k, v)| (k.as_str(), v.as_str())).chain(own)));
         task
     }
 
@@ -320,6 +325,7 @@ mod tests {
         let worker = &group.task_group.tasks[0];
         assert_eq!(worker.command.as_ref().unwrap().value.as_deref(), Some("sh /etc/mpiswarm/rank worker"));
         assert_eq!(worker.labels.as_ref().unwrap().get("mpiswarm.io/role"), Some("worker"));
+        assert_eq!(worker.labels.as_ref().unwrap().get("team"), Some("cfd"), "the job's own labels travel too");
     }
 
     #[test]

@@ -146,6 +146,7 @@ async fn enqueue(
             namespace: job.namespace().ok_or(Error::MissingNamespace)?,
             name: job.name_any(),
             uid: uid.to_owned(),
+            labels: job.labels().clone(),
         },
         spec: job.spec.clone(),
         ssh_private_key,

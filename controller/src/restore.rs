@@ -44,6 +44,7 @@ pub fn gang_from_status(job: &MpiJob, uid: &str, now: i64) -> Option<GangBook> {
     let mut gang = GangBook::new(uid, generation, &role, placement, Stage::Launched);
     gang.launched_at = Some(now);
     gang.maybe_never_launched = phase == Phase::Scheduling;
+    gang.restored = true;
     Some(gang)
 }
 

@@ -132,6 +132,8 @@ type Outgoing = (FrameworkId, TaskStatus);
 
 /// What the agent's tasks (event handling, timers) share.
 struct Inner {
+    /// This agent's hostname (a fail-launch label may name it).
+    hostname: String,
     books: Mutex<Books>,
     outbox: mpsc::UnboundedSender<Outgoing>,
     /// Bumped whenever the books change, so tests await changes instead of polling.
@@ -165,6 +167,7 @@ impl TestAgent {
     fn start_sharing(master: &str, info: AgentInfo, changed: Arc<watch::Sender<u64>>) -> Self {
         let (outbox, outbox_rx) = mpsc::unbounded_channel();
         let inner = Arc::new(Inner {
+            hostname: info.hostname.clone(),
             books: Mutex::new(Books { agent_id: info.id.clone(), ..Books::default() }),
             outbox,
             changed: Arc::clone(&changed),
@@ -469,7 +472,7 @@ fn launch(
         }
         return;
     }
-    let culprit = infos.iter().find(|i| program::fails_launch(i)).map(|i| i.task_id.value.clone());
+    let culprit = infos.iter().find(|i| program::fails_launch(i, &inner.hostname)).map(|i| i.task_id.value.clone());
     for info in infos {
         let key = (fw.value.clone(), info.task_id.value.clone());
         let task = TestTask {

