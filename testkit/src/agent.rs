@@ -616,7 +616,15 @@ mod tests {
     fn offline() -> (Arc<Inner>, mpsc::UnboundedReceiver<Outgoing>) {
         let (outbox, rx) = mpsc::unbounded_channel();
         let books = Books { agent_id: Some(AgentId::new("a1")), ..Books::default() };
-        (Arc::new(Inner { books: Mutex::new(books), outbox, changed: Arc::new(watch::channel(0).0) }), rx)
+        (
+            Arc::new(Inner {
+                hostname: "node1".into(),
+                books: Mutex::new(books),
+                outbox,
+                changed: Arc::new(watch::channel(0).0),
+            }),
+            rx,
+        )
     }
 
     fn fw() -> FrameworkId {
