@@ -279,6 +279,7 @@ mod tests {
             namespace: "default".into(),
             name: "pi".into(),
             uid: "0c5e7a1b-93f2-4d1e-8a77-2f0a9d1b3c4e".into(),
+            labels: [("team".to_owned(), "cfd".to_owned())].into(),
         }
     }
 
@@ -325,6 +326,7 @@ mod tests {
         let worker = &group.task_group.tasks[0];
         assert_eq!(worker.command.as_ref().unwrap().value.as_deref(), Some("sh /etc/mpiswarm/rank worker"));
         assert_eq!(worker.labels.as_ref().unwrap().get("mpiswarm.io/role"), Some("worker"));
+        assert_eq!(worker.labels.as_ref().unwrap().get("team"), Some("cfd"), "the job's own labels travel too");
         assert_eq!(worker.labels.as_ref().unwrap().get("team"), Some("cfd"), "the job's own labels travel too");
     }
 
