@@ -18,7 +18,7 @@ use mpiswarm_policy::{AgentCapacity, JobDemand};
 use crate::gang::{GangBook, Stage};
 use crate::launch::JobIdentity;
 use crate::names::TaskName;
-use crate::plan::QueueView;
+use crate::plan::{QueueView, first_clause};
 
 /// What a driver round needs to launch a job without reading the API.
 #[derive(Debug)]
@@ -257,9 +257,4 @@ impl Books {
         }
         out
     }
-}
-
-/// The part of a wait reason that names the obstacle, not the numbers.
-fn first_clause(s: &str) -> &str {
-    s.split([':', ';', '(']).next().unwrap_or(s).trim()
 }

@@ -153,9 +153,12 @@ impl Session<'_> {
                     Ok(None) => return "the event stream ended".to_owned(),
                     Ok(Some(Err(e))) => return format!("event stream broken: {e}"),
                     Ok(Some(Ok(event))) => {
+                        let started = std::time::Instant::now();
+                        let kind = event.kind;
                         if let Err(e) = self.on_event(event).await {
                             return e;
                         }
+                        tracing::debug!(?kind, ms = started.elapsed().as_millis() as u64, "event handled");
                     }
                 },
                 Some(command) = commands.recv() => {
@@ -247,6 +250,7 @@ impl Session<'_> {
                 self.suppressed = false;
             }
             Command::Kill(tasks) => {
+                tracing::debug!(tasks = ?tasks, "KILL");
                 for (task, agent) in tasks {
                     self.call(&Call::kill(&self.framework_id, TaskId::new(&task), Some(AgentId::new(&agent)))).await?;
                 }
@@ -335,7 +339,8 @@ impl Session<'_> {
         let waiting = ctx.books.waiting();
         let now = now();
         let span = tracing::info_span!("offer_round", offers = offers.len(), waiting = waiting.len());
-        let _entered = span.enter();
+        let entered = span.enter();
+        // (Entered only around the pure round below; the awaits come after it is dropped.)
         let outcome = round::plan_round(
             &offers,
             &waiting,
@@ -343,6 +348,7 @@ impl Session<'_> {
             RoundOptions { now, backfill: ctx.settings.backfill },
         );
         self.log_round(&outcome.log);
+        drop(entered);
         for w in &outcome.waiting {
             if let Some(key) = ctx.books.set_wait(&w.uid, w.reason.clone(), w.never_fits.clone(), now) {
                 ctx.wake(key);

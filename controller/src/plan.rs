@@ -348,21 +348,36 @@ fn gang_step(b: &mut Builder<'_>, g: &GangBook, generation: u32) {
 fn wait_step(b: &mut Builder<'_>, generation: u32) {
     b.st.phase = Some(Phase::Pending);
     b.actions.push(Action::Enqueue { generation });
-    let timeout = b.inputs.job.spec.run_policy.scheduling_timeout_seconds;
-    let Some(q) = b.inputs.queue else {
-        b.st.message = Some("waiting for resources".to_owned());
-        return;
-    };
+    let spec = &b.inputs.job.spec;
+    let timeout = spec.run_policy.scheduling_timeout_seconds;
+    // The round-by-round reason (numbers move with every offer) is not
+    // written here: it would rewrite the status on every round. It goes into
+    // Unschedulable once the job has waited too long.
+    b.st.message = Some(format!("waiting for resources in role {}", spec.role));
+    let Some(q) = b.inputs.queue else { return };
     let waited = b.now - q.since;
-    let why = q.wait.clone().unwrap_or_else(|| "no offer round has considered it yet".to_owned());
-    b.st.message = Some(format!("waiting for resources: {why}"));
-    if let Some(never) = &q.never_fits {
-        b.cond(C::Unschedulable, true, "ExceedsCluster", never);
-    } else if waited >= timeout {
-        b.cond(C::Unschedulable, true, "GangDoesNotFit", &format!("no fit within {timeout}s: {why}"));
-    } else {
-        b.requeue(timeout - waited);
+    let (reason, why) = match (&q.never_fits, &q.wait) {
+        (Some(never), _) => ("ExceedsCluster", never.clone()),
+        (None, _) if waited < timeout => {
+            b.requeue(timeout - waited);
+            return;
+        }
+        (None, Some(wait)) => ("GangDoesNotFit", format!("no fit within {timeout}s: {wait}")),
+        (None, None) => ("GangDoesNotFit", format!("no offer round placed it within {timeout}s")),
+    };
+    // Keep the first explanation while the kind of obstacle stays the same.
+    let same = b
+        .st
+        .condition(C::Unschedulable)
+        .is_some_and(|c| c.status == "True" && c.reason == reason && first_clause(&c.message) == first_clause(&why));
+    if !same {
+        b.cond(C::Unschedulable, true, reason, &why);
     }
+}
+
+/// The part of a reason that names the obstacle, not its numbers.
+pub fn first_clause(s: &str) -> &str {
+    s.split([':', ';', '(']).next().unwrap_or(s).trim()
 }
 
 impl Builder<'_> {

@@ -13,6 +13,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use mpiswarm_crds::{FINALIZER, MpiJob, MpiJobStatus, Phase};
 use serde_json::json;
+use tracing::Instrument;
 
 use crate::books::{LaunchInputs, QueueEntry};
 use crate::context::{Command, Context, FIELD_MANAGER, now};
@@ -29,7 +30,6 @@ pub async fn reconcile(job: Arc<MpiJob>, ctx: Arc<Context>) -> Result<Requeue, E
     let started = Instant::now();
     let span =
         tracing::info_span!("reconcile", job = %format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any()));
-    let _entered = span.enter();
     let ns = job.namespace().ok_or(Error::MissingNamespace)?;
     let api: Api<MpiJob> = Api::namespaced(ctx.client.clone(), &ns);
     let result = finalizer(&api, FINALIZER, job, |event| async {
@@ -38,6 +38,7 @@ pub async fn reconcile(job: Arc<MpiJob>, ctx: Arc<Context>) -> Result<Requeue, E
             Finalizer::Cleanup(job) => cleanup(&job, &ctx).await,
         }
     })
+    .instrument(span)
     .await
     .map_err(|e| match e {
         finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
@@ -64,20 +65,20 @@ pub async fn apply(job: &MpiJob, ctx: &Context) -> Result<Requeue, Error> {
     let key = ObjectRef::from_obj(job);
     let now = now();
 
+    // The status this controller wrote last is newer than a cached object's.
+    let mut current = job.clone();
+    if let Some(written) = ctx.written_status(&uid) {
+        current.status = Some(written);
+    }
     // After a restart the books do not know the gang yet: rebuild it from the status.
     if ctx.books.gang(&uid).is_none()
-        && let Some(gang) = restore::gang_from_status(job, &uid, now)
+        && let Some(gang) = restore::gang_from_status(&current, &uid, now)
     {
         let tasks: Vec<_> = gang.tasks.iter().map(|(id, t)| (id.clone(), t.agent_id.clone())).collect();
         if ctx.books.seed_gang(&uid, &key, gang) {
             tracing::info!(tasks = tasks.len(), "gang rebuilt from status; asking the master about its tasks");
             ctx.send(Command::Reconcile(tasks));
         }
-    }
-
-    let mut current = job.clone();
-    if let Some(written) = ctx.written_status(&uid) {
-        current.status = Some(written);
     }
     let old = current.status.clone().unwrap_or_default();
     let invalid = match (job.spec.validate(), demand::job_demand(&job.spec)) {
@@ -96,8 +97,17 @@ pub async fn apply(job: &MpiJob, ctx: &Context) -> Result<Requeue, Error> {
         invalid,
     });
 
+    tracing::debug!(
+        uid = %uid,
+        from = ?old.phase,
+        to = ?planned.status.phase,
+        actions = ?planned.actions,
+        "planned"
+    );
     if planned.status != old {
+        let t = std::time::Instant::now();
         write_status(ctx, job, &planned.status).await?;
+        tracing::debug!(ms = t.elapsed().as_millis() as u64, "status written");
         ctx.remember_status(&uid, planned.status.clone());
         observe_transition(ctx, job, &old, &planned.status, now);
         for event in events::transitions(&old, &planned.status) {

@@ -94,3 +94,73 @@ async fn invalid_and_impossible_jobs_say_why_and_disturb_no_other_job() {
     assert!(event_reasons(&s, "bad-flags").contains(&"Invalid".to_owned()));
     assert!(event_reasons(&s, "too-big").contains(&"Unschedulable".to_owned()));
 }
+
+async fn until_nothing_runs(s: &mut Stack) {
+    s.agents.wait_for_running(|running| running.is_empty()).await;
+}
+
+fn patch(s: &Stack, name: &str, json: &str) {
+    s.kubectl_ok(&["patch", "mpijob", name, "--type", "merge", "-p", json], None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn suspend_releases_everything_and_resume_runs_a_fresh_gang() {
+    let mut s = Stack::start(two_nodes()).await;
+    s.kubectl_ok(&["apply", "-f", "-"], Some(&job_yaml("pausable", 2, 0.5, &program("sleep 600"), "")));
+    s.until_phase("pausable", Phase::Running).await;
+    assert_eq!(s.agents.running_tasks().values().map(Vec::len).sum::<usize>(), 2, "a worker and the launcher");
+
+    patch(&s, "pausable", r#"{"spec":{"runPolicy":{"suspend":true}}}"#);
+    let job = s.until_phase("pausable", Phase::Suspended).await;
+    assert!(condition(&job, C::Suspended).is_some_and(|c| c.status == "True"));
+    until_nothing_runs(&mut s).await;
+
+    patch(&s, "pausable", r#"{"spec":{"runPolicy":{"suspend":false}}}"#);
+    let job = s.until_phase("pausable", Phase::Running).await;
+    let st = job.status.unwrap();
+    assert_eq!(st.gang_generation, Some(1), "a resumed job runs fresh task ids");
+    assert_eq!(st.condition(C::Suspended).map(|c| c.reason.as_str()), Some("Resumed"));
+    assert_eq!(st.restarts, 0, "a suspension is not a failure");
+    let reasons = event_reasons(&s, "pausable");
+    assert!(reasons.contains(&"Suspended".to_owned()) && reasons.contains(&"Resumed".to_owned()), "{reasons:?}");
+
+    // Deleting a running job kills its gang before the job goes.
+    s.kubectl_ok(&["delete", "mpijob", "pausable", "--wait=false"], None);
+    s.until_gone("pausable").await;
+    until_nothing_runs(&mut s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_deadline_fails_a_job_that_runs_too_long_and_the_ttl_deletes_a_finished_one() {
+    let mut s = Stack::start(two_nodes()).await;
+    let slow = job_yaml("slow", 2, 0.5, &program("sleep 600"), "  runPolicy: {activeDeadlineSeconds: 2}\n");
+    let quick = job_yaml("quick", 1, 0.5, &program("true"), "  runPolicy: {ttlSecondsAfterFinished: 1}\n");
+    s.kubectl_ok(&["apply", "-f", "-"], Some(&format!("{slow}---\n{quick}")));
+
+    let job = s.until_phase("slow", Phase::Failed).await;
+    let c = condition(&job, C::Failed).unwrap();
+    assert_eq!(c.reason, "DeadlineExceeded");
+    assert!(c.message.contains("activeDeadlineSeconds (2s)"), "{}", c.message);
+
+    s.until_gone("quick").await;
+    until_nothing_runs(&mut s).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_gang_whose_launch_fails_on_one_node_leaves_nothing_running_anywhere() {
+    let mut s = Stack::start(two_nodes()).await;
+    // Spread puts one worker on each node; only node2's part fails to launch.
+    let yaml = job_yaml("half", 2, 0.5, &program("sleep 600"), "")
+        .replace(
+            "metadata:\n  name: half\n",
+            "metadata:\n  name: half\n  labels: {mpiswarm.io/test-fail-launch: node2}\n",
+        )
+        .replace("policy: pack", "policy: spread");
+    s.kubectl_ok(&["apply", "-f", "-"], Some(&yaml));
+    let job = s.until_phase("half", Phase::Failed).await;
+    let c = condition(&job, C::Failed).unwrap();
+    assert_eq!(c.reason, "LaunchFailed", "{}", c.message);
+    assert!(c.message.contains("node2"), "the failing node is named: {}", c.message);
+    assert_eq!(job.status.unwrap().placement.unwrap().node_count, 2);
+    until_nothing_runs(&mut s).await;
+}

@@ -80,6 +80,7 @@ impl Stack {
     }
 
     pub async fn start_with(agents: Vec<AgentSpec>, tweak: impl FnOnce(&mut Settings)) -> Self {
+        init_tracing();
         let dir = tempfile::tempdir().expect("tempdir");
         let api = mpiswarm_apiserver::start(mpiswarm_apiserver::ApiserverArgs::for_dir(dir.path().join("api")))
             .await
@@ -165,6 +166,13 @@ impl Stack {
             })
             .collect()
     }
+}
+
+/// Logs of the components under test, filtered by `MPISWARM_LOG` (off by default).
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MPISWARM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off"));
+    let _already = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
 }
 
 pub fn phase_of(job: &MpiJob) -> Option<Phase> {
