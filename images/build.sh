@@ -35,6 +35,7 @@ mirror=${MPISWARM_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=bookworm
 image=mpiswarm/openmpi:${version}
 node_image=mpiswarm/node:${version}
+stock_image=mpiswarm/debian-openmpi:bookworm
 
 runtime_packages=openmpi-bin,openssh-server,openssh-client,iproute2,procps,hpcc,ca-certificates
 # libopenmpi-dev needs automake through libltdl-dev, which debootstrap does not resolve.
@@ -109,13 +110,18 @@ if [ "$what" = node ]; then
     echo "$node_image"
     exit 0
 fi
+runtime=$(rootfs runtime "$runtime_packages")
+# The runtime rootfs as it is, tagged for users: a stock Debian image with
+# Open MPI and sshd and nothing of mpiswarm's. Any image like it runs as an
+# MpiJob, because the controller ships the rank bootstrap with every task
+# (examples/stock-image.yaml).
+docker tag "$runtime" "$stock_image"
 if [ "$force" != "--force" ] && [ "$(image_label "$image")" = "$hash" ]; then
     log "$image is up to date (inputs $hash)"
     echo "$image"
     exit 0
 fi
 
-runtime=$(rootfs runtime "$runtime_packages")
 builder=$(rootfs builder "$builder_packages")
 log "building $image (inputs $hash)"
 DOCKER_BUILDKIT=0 docker build -q \

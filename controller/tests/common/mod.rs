@@ -26,10 +26,20 @@ struct OffersCli {
     args: mpiswarm_offers::OffersArgs,
 }
 
+/// Which agents serve the stack.
+pub enum Agents {
+    /// In-process test agents: no containers.
+    Test(Vec<AgentSpec>),
+    /// One real `mpiswarm agent` on this machine's Docker engine (single-node swarm).
+    Docker,
+}
+
 pub struct Stack {
     pub api: mpiswarm_apiserver::Running,
     pub offers: mpiswarm_offers::Running,
     pub agents: TestAgents,
+    /// The real agent's task and data dir, with `Agents::Docker`.
+    pub docker_agent: Option<tokio::task::JoinHandle<()>>,
     pub controller: mpiswarm_controller::Running,
     pub client: kube::Client,
     pub round_log: PathBuf,
@@ -76,10 +86,10 @@ pub fn options(offers_url: &str, settings: Settings, identity: &str) -> Options 
 
 impl Stack {
     pub async fn start(agents: Vec<AgentSpec>) -> Self {
-        Self::start_with(agents, |_| {}).await
+        Self::start_with(Agents::Test(agents), |_| {}).await
     }
 
-    pub async fn start_with(agents: Vec<AgentSpec>, tweak: impl FnOnce(&mut Settings)) -> Self {
+    pub async fn start_with(agents: Agents, tweak: impl FnOnce(&mut Settings)) -> Self {
         init_tracing();
         let dir = tempfile::tempdir().expect("tempdir");
         let api = mpiswarm_apiserver::start(mpiswarm_apiserver::ApiserverArgs::for_dir(dir.path().join("api")))
@@ -90,7 +100,12 @@ impl Stack {
         let offers_dir = dir.path().join("offers");
         std::fs::create_dir_all(&offers_dir).expect("offers dir");
         let offers = mpiswarm_offers::start(offers_args(&offers_dir)).await.expect("offer layer starts");
-        let mut agents = TestAgents::start(&offers.url(), agents);
+        let (mut agents, docker_agent) = match agents {
+            Agents::Test(specs) => (TestAgents::start(&offers.url(), specs), None),
+            Agents::Docker => {
+                (TestAgents::start(&offers.url(), []), Some(docker_agent(&offers.url(), &dir.path().join("agent"))))
+            }
+        };
         agents.subscribed().await;
         let round_log = dir.path().join("rounds.jsonl");
         let mut s = settings(&round_log);
@@ -98,7 +113,7 @@ impl Stack {
         let controller = mpiswarm_controller::start(client.clone(), options(&offers.url(), s, "test-controller"))
             .await
             .expect("controller starts");
-        Self { api, offers, agents, controller, client, round_log, dir }
+        Self { api, offers, agents, docker_agent, controller, client, round_log, dir }
     }
 
     pub fn jobs(&self) -> Api<MpiJob> {
@@ -166,6 +181,49 @@ impl Stack {
             })
             .collect()
     }
+}
+
+#[derive(Parser)]
+struct AgentCli {
+    #[command(flatten)]
+    args: mpiswarm_agent::AgentArgs,
+}
+
+/// The real node agent on the local engine, in this process.
+fn docker_agent(master: &str, data_dir: &Path) -> tokio::task::JoinHandle<()> {
+    let data_dir = data_dir.to_str().expect("utf-8 temp dir");
+    let args =
+        AgentCli::parse_from(["agent", "--master", master, "--data-dir", data_dir, "--listen", "127.0.0.1:0"]).args;
+    tokio::spawn(async move {
+        if let Err(e) = mpiswarm_agent::run(args).await {
+            panic!("the node agent stopped: {e}");
+        }
+    })
+}
+
+/// Fails with the command to run if a locally built image is missing.
+pub fn require_image(image: &str) {
+    let ok = Command::new("docker").args(["image", "inspect", image]).output().is_ok_and(|o| o.status.success());
+    assert!(ok, "image {image} is not on this engine: run `make images` (mpiswarm images build) first");
+}
+
+/// Swarm objects left by a job or an agent: services and networks of the job,
+/// secrets and configs of the agent.
+pub fn swarm_leftovers(job_uid: &str, network: &str) -> Vec<String> {
+    let lines = |args: &[&str]| -> Vec<String> {
+        let out = Command::new("docker").args(args).output().expect("docker runs");
+        String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()).map(str::to_owned).collect()
+    };
+    let mut left = Vec::new();
+    let label = format!("label=mpiswarm.io/job-uid={job_uid}");
+    left.extend(lines(&["service", "ls", "-q", "--filter", &label]).into_iter().map(|s| format!("service {s}")));
+    left.extend(
+        lines(&["network", "ls", "-q", "--filter", &format!("name=^{network}$")])
+            .into_iter()
+            .map(|n| format!("network {n}")),
+    );
+    left.extend(lines(&["ps", "-q", "--filter", &label]).into_iter().map(|c| format!("container {c}")));
+    left
 }
 
 /// Logs of the components under test, filtered by `MPISWARM_LOG` (off by default).

@@ -1,0 +1,72 @@
+//! End to end on the machine's real Docker engine (a single-node swarm): the
+//! embedded API server, the offer layer, the real node agent and the
+//! controller run `examples/pi.yaml` with real Open MPI, applied and awaited
+//! with kubectl; a stock Debian image with nothing of mpiswarm's runs too;
+//! after `kubectl delete` nothing of the jobs is left on the swarm.
+//! Needs the images of `make images`; fails (never skips) without them.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{Agents, DEADLINE, Stack, require_image, swarm_leftovers};
+use kube::ResourceExt;
+use mpiswarm_crds::Phase;
+
+fn example(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples").join(name);
+    path.to_str().expect("utf-8 path").to_owned()
+}
+
+async fn until_clean(uid: &str) {
+    let network = mpiswarm_controller::names::network(uid);
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let left = swarm_leftovers(uid, &network);
+        if left.is_empty() {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "left on the swarm after delete: {left:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await; // Swarm removes asynchronously; nothing to await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pi_and_a_stock_debian_image_run_real_open_mpi_on_swarm_and_leave_nothing_behind() {
+    require_image("mpiswarm/openmpi:0.1.0");
+    require_image("mpiswarm/debian-openmpi:bookworm");
+    let s = Stack::start_with(Agents::Docker, |_| {}).await;
+
+    s.kubectl_ok(&["apply", "-f", &example("pi.yaml")], None);
+    let waited = s.kubectl(&["wait", "--for=condition=Succeeded", "mpijob/pi", "--timeout=240s"], None);
+    let job = s.jobs().get("pi").await.expect("pi exists");
+    assert!(waited.status.success(), "pi did not succeed: {:#?}", job.status);
+    let st = job.status.clone().unwrap();
+    let output = st.launcher.as_ref().and_then(|l| l.message.clone()).unwrap_or_default();
+    assert!(output.contains("ranks: 4"), "{output}");
+    let pi: f64 = output
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("pi: "))
+        .unwrap_or_else(|| panic!("no pi line in {output}"))
+        .trim()
+        .parse()
+        .expect("pi is a number");
+    assert!((pi - std::f64::consts::PI).abs() < 0.01, "pi = {pi}");
+    let row = s.kubectl_ok(&["get", "mpij", "pi", "--no-headers"], None);
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(&cols[..5], ["pi", "Succeeded", "4", "pack", "1"], "{row}");
+
+    s.kubectl_ok(&["apply", "-f", &example("stock-image.yaml")], None);
+    let stock = s.until_phase("stock-image", Phase::Succeeded).await;
+    let output =
+        stock.status.as_ref().and_then(|st| st.launcher.as_ref()).and_then(|l| l.message.clone()).unwrap_or_default();
+    assert!(output.matches("worker-0").count() >= 2, "both ranks ran on the worker: {output}");
+
+    for name in ["pi", "stock-image"] {
+        let uid = s.jobs().get(name).await.unwrap().uid().unwrap();
+        s.kubectl_ok(&["delete", "mpijob", name, "--wait=false"], None);
+        s.until_gone(name).await;
+        until_clean(&uid).await;
+    }
+}
