@@ -73,7 +73,7 @@ impl FakeAgent {
     pub fn start(master: &str, hostname: &str, resources: Vec<mpiswarm_mesos::Resource>) -> Self {
         Self::start_with(
             master,
-            AgentInfo { hostname: hostname.to_owned(), id: None, resources, attributes: Vec::new() },
+            AgentInfo { hostname: hostname.to_owned(), id: None, resources, attributes: Vec::new(), port: None },
         )
     }
 

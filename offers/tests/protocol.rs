@@ -3,27 +3,11 @@
 
 mod common;
 
-use common::{Cluster, DEADLINE, next_event};
+use common::{Cluster, DEADLINE, SUBSCRIBE, json_post, next_event, post, status_of};
 use futures::StreamExt;
 use mpiswarm_mesos::scheduler::{Call, EventType};
 use mpiswarm_mesos::{FrameworkInfo, client::decode_events};
 use serde_json::json;
-
-const SUBSCRIBE: &str = r#"{"type":"SUBSCRIBE","subscribe":{"framework_info":{"user":"root","name":"raw","roles":["mpi"],"capabilities":[{"type":"MULTI_ROLE"}],"failover_timeout":60}}}"#;
-
-fn post(url: &str) -> reqwest::RequestBuilder {
-    reqwest::Client::new().post(format!("{url}/api/v1/scheduler"))
-}
-
-async fn status_of(req: reqwest::RequestBuilder) -> (u16, String) {
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.text().await.unwrap())
-}
-
-fn json_post(url: &str, body: impl Into<String>) -> reqwest::RequestBuilder {
-    post(url).header("Content-Type", "application/json").body(body.into())
-}
 
 /// Subscribes with raw HTTP; returns the response (stream still open).
 async fn raw_subscribe(url: &str) -> reqwest::Response {
@@ -220,15 +204,21 @@ async fn the_scheduler_client_follows_a_redirect_to_the_leader() {
 }
 
 #[tokio::test]
-async fn while_recovering_subscribe_answers_503() {
+async fn after_a_restart_frameworks_subscribe_while_registered_agents_are_still_awaited() {
     let dir = tempfile::tempdir().unwrap();
     let mut registry = mpiswarm_offers::registry::Registry::open(dir.path()).unwrap();
     registry.state.agents.insert("A-old".into(), mpiswarm_offers::registry::RegisteredAgent { hostname: "n".into() });
     registry.save().unwrap();
     let server = mpiswarm_offers::start(common::args(dir.path())).await.unwrap();
-    let (code, body) = status_of(json_post(&server.url(), SUBSCRIBE)).await;
-    assert_eq!((code, body.as_str()), (503, "Master has not finished recovery"));
-    assert_eq!(reqwest::get(format!("{}/readyz", server.url())).await.unwrap().status().as_u16(), 503);
+    // As in Mesos: once the registry is read, frameworks are served; the
+    // agent has until --agent-reregister-timeout (75 s here) to come back.
+    let url = server.url();
+    let subscribe = common::Framework::subscribe(&url, FrameworkInfo::new("root", "r", &["mpi"]));
+    tokio::time::timeout(DEADLINE, subscribe).await.expect("SUBSCRIBED while A-old is still away");
+    assert_eq!(reqwest::get(format!("{}/readyz", server.url())).await.unwrap().status().as_u16(), 200);
+    let state: serde_json::Value =
+        reqwest::get(format!("{}/master/state", server.url())).await.unwrap().json().await.unwrap();
+    assert_eq!(state["recovering"], true, "A-old is still awaited");
 }
 
 #[tokio::test]

@@ -212,3 +212,23 @@ pub async fn healthy(url: &str) {
         .await
         .expect("the offer layer answers");
 }
+
+/// A raw SUBSCRIBE body (MULTI_ROLE, role `mpi`, failover_timeout 60 s).
+pub const SUBSCRIBE: &str = r#"{"type":"SUBSCRIBE","subscribe":{"framework_info":{"user":"root","name":"raw","roles":["mpi"],"capabilities":[{"type":"MULTI_ROLE"}],"failover_timeout":60}}}"#;
+
+/// A POST to the scheduler API of the offer layer at `url`.
+pub fn post(url: &str) -> reqwest::RequestBuilder {
+    reqwest::Client::new().post(format!("{url}/api/v1/scheduler"))
+}
+
+/// Sends `req`; its status and body.
+pub async fn status_of(req: reqwest::RequestBuilder) -> (u16, String) {
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.text().await.unwrap())
+}
+
+/// A JSON POST of `body` to the scheduler API.
+pub fn json_post(url: &str, body: impl Into<String>) -> reqwest::RequestBuilder {
+    post(url).header("Content-Type", "application/json").body(body.into())
+}
