@@ -26,10 +26,12 @@ async fn the_event_stream_is_exact_recordio_over_chunked_json() {
     let mut body = resp.bytes_stream();
     let mut wire = Vec::new();
     // SUBSCRIBED and at least two HEARTBEATs.
-    while wire.windows(9).filter(|w| *w == b"HEARTBEAT").count() < 2 {
-        let chunk = tokio::time::timeout(DEADLINE, body.next()).await.unwrap().unwrap().unwrap();
-        wire.extend_from_slice(&chunk);
-    }
+    common::within("SUBSCRIBED and two HEARTBEATs", async {
+        while wire.windows(9).filter(|w| *w == b"HEARTBEAT").count() < 2 {
+            wire.extend_from_slice(&body.next().await.unwrap().unwrap());
+        }
+    })
+    .await;
     let mut rest = &wire[..];
     let mut records = Vec::new();
     while !rest.is_empty() {
@@ -288,7 +290,7 @@ async fn the_agent_api_refuses_bad_calls_with_precise_codes() {
     assert_eq!((code, body.as_str()), (403, "Agent ghost is not subscribed"));
     // A subscribed agent must send its current stream id.
     let mut agent = c.agent("node1", 1.0, 256.0);
-    let id = agent.subscribed(1).await;
+    let id = common::within("agent subscription", agent.subscribed(1)).await;
     let update = update.replace("ghost", &id.value);
     let (code, body) = status_of(post(&update)).await;
     assert_eq!((code, body.as_str()), (400, "UPDATE calls must include the 'Mesos-Stream-Id' header"));
