@@ -296,3 +296,44 @@ async fn the_agent_api_refuses_bad_calls_with_precise_codes() {
     assert_eq!((code, body.as_str()), (400, "UPDATE calls must include the 'Mesos-Stream-Id' header"));
     assert_eq!(status_of(post(&update).header("Mesos-Stream-Id", "stale")).await.0, 400);
 }
+
+#[tokio::test]
+async fn offers_and_state_say_where_each_agent_serves_as_mesos_does() {
+    let c = Cluster::start().await;
+    // One agent that names its port, one that does not (Mesos' default 5051).
+    let client = mpiswarm_mesos::client::AgentClient::new(&c.url(), None);
+    let mut info: mpiswarm_mesos::agent_api::AgentInfo = serde_json::from_value(json!({
+        "hostname": "node1",
+        "resources": [{"name": "cpus", "type": "SCALAR", "scalar": {"value": 1.0}}],
+        "port": 5052
+    }))
+    .unwrap();
+    let Ok(_stream) = client.subscribe(info.clone(), vec![]).await else { panic!("node1 subscribes") };
+    info.hostname = "node2".into();
+    info.port = None;
+    let Ok(_stream2) = client.subscribe(info, vec![]).await else { panic!("node2 subscribes") };
+    let mut f = c.framework("fw", &["mpi"]).await;
+    let mut urls = std::collections::BTreeMap::new();
+    common::within("an offer of each agent", async {
+        while urls.len() < 2 {
+            for o in f.offers().await {
+                urls.insert(o.hostname.clone(), serde_json::to_value(o.url).unwrap());
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        urls["node1"],
+        json!({"scheme": "http", "address": {"hostname": "node1", "ip": "127.0.0.1", "port": 5052}, "path": "/slave(1)"})
+    );
+    assert_eq!(urls["node2"]["address"]["port"], 5051);
+    let state = c.state().await;
+    let slaves: std::collections::BTreeMap<String, (serde_json::Value, serde_json::Value)> = state["slaves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["hostname"].as_str().unwrap().to_owned(), (s["port"].clone(), s["pid"].clone())))
+        .collect();
+    assert_eq!(slaves["node1"], (json!(5052), json!("slave(1)@127.0.0.1:5052")));
+    assert_eq!(slaves["node2"], (json!(5051), json!("slave(1)@127.0.0.1:5051")));
+}
