@@ -118,7 +118,7 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let client = AgentClient::new(&args.master, None);
     let _supervisor = supervise(Arc::clone(&agent), docker, resync_every);
     tokio::spawn(deliver(client.clone(), Arc::clone(&agent), outbox));
-    let info = AgentInfo { hostname, id: None, resources, attributes };
+    let info = AgentInfo { hostname, id: None, resources, attributes, port: None };
     subscribe_forever(client, agent, info, connection).await;
     Ok(())
 }

@@ -17,9 +17,20 @@ use crate::status::MpiJobStatus;
 /// number with an optional binary (Ki..Ei) or decimal (k..E) suffix.
 pub const MEMORY_PATTERN: &str = r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$";
 
-/// Mesos role names: `*`, or path-like segments that are not `.`/`..` and
-/// do not start with `-` (Mesos `roles::validate`).
-pub const ROLE_PATTERN: &str = r"^(\*|[A-Za-z0-9_][A-Za-z0-9_.\-]*(/[A-Za-z0-9_][A-Za-z0-9_.\-]*)*)$";
+/// Mesos role names (Mesos `roles::validate`, whose one home in mpiswarm is
+/// `mpiswarm_mesos::validate_role`): `*`, or `/`-separated parts, each
+/// non-empty, not `.`, `..` or `*`, not starting with `-`, and without ASCII
+/// whitespace (`\x09`-`\x0D`, space) or DEL anywhere. A part is spelled out by
+/// length because schema regexes have no look-ahead: one character that is
+/// not `-`, `.` or `*`; two characters that are not `..` and do not start
+/// with `-`; or three and more not starting with `-`. `crds/tests/roles.rs`
+/// proves this accepts exactly what `validate_role` accepts.
+pub const ROLE_PATTERN: &str = concat!(
+    r"^(\*|",
+    r"(?:[^-.*\x09-\x0D\x20\x2F\x7F]|[^-.\x09-\x0D\x20\x2F\x7F][^\x09-\x0D\x20\x2F\x7F]|\.[^.\x09-\x0D\x20\x2F\x7F]|[^-\x09-\x0D\x20\x2F\x7F][^\x09-\x0D\x20\x2F\x7F]{2,})",
+    r"(?:/(?:[^-.*\x09-\x0D\x20\x2F\x7F]|[^-.\x09-\x0D\x20\x2F\x7F][^\x09-\x0D\x20\x2F\x7F]|\.[^.\x09-\x0D\x20\x2F\x7F]|[^-\x09-\x0D\x20\x2F\x7F][^\x09-\x0D\x20\x2F\x7F]{2,}))*",
+    r")$"
+);
 
 /// An MPI job: `ranks` processes of `command`, run in containers of `image`
 /// on Docker Swarm nodes chosen by the placement policy.

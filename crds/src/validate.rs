@@ -1,9 +1,10 @@
-//! Rules the CRD schema cannot express, checked in Rust. The controller runs
-//! `validate()` before it schedules anything and reports failures as an
-//! `Invalid` condition; `mpiswarm run` runs it before it submits. The schema
-//! already enforces ranges and enums on a real API server; they are checked
-//! again here so that a job submitted against an older CRD, or parsed
-//! straight from a file, gets the same precise message.
+//! Rules the CRD schema cannot express, checked in Rust, plus the schema's
+//! own ranges and enums again, so that a job parsed straight from a file or
+//! stored under an older CRD gets the same precise message. Today only this
+//! crate's tests call `validate()` (over the shipped examples and bad specs);
+//! it is meant for the controller, which has not landed yet, to report
+//! failures as an `Invalid` condition. Never does I/O and never changes the
+//! spec.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -87,7 +88,7 @@ impl MpiJobSpec {
             regex_lite::Regex::new(ROLE_PATTERN).is_ok_and(|re| re.is_match(&self.role)),
             "spec.role",
             format!("{:?}", self.role),
-            "must be * or a Mesos role name (letters, digits, _ . -, segments separated by /, not starting with - or .)",
+            "must be * or a Mesos role name: parts separated by single slashes, none empty, \".\", \"..\" or \"*\", none starting with -, no whitespace",
         );
         let rp = &self.run_policy;
         c.check(rp.backoff_limit >= 0, "spec.runPolicy.backoffLimit", rp.backoff_limit, "must be 0 or more");

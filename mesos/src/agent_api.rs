@@ -38,6 +38,8 @@ pub struct AgentInfo {
     /// Facts frameworks place by (e.g. `swarm_node_id`, `rack`).
     #[serde(default)]
     pub attributes: Vec<Attribute>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
 }
 
 /// A task the agent already runs, reported on (re-)SUBSCRIBE so the offer

@@ -7,6 +7,7 @@
 //! - [`agent_api`]: the mpiswarm agent API spoken between node agents and
 //!   the offer layer (documented in `offers/README.md`).
 //! - [`recordio`]: the RecordIO framing of event streams.
+//! - [`roles`]: which strings are Mesos roles (`roles::validate`).
 //! - [`client`]: an async scheduler client for frameworks.
 //!
 //! JSON follows protobuf's JSON mapping as Mesos' stout writes and reads it:
@@ -25,6 +26,7 @@ pub mod quantities;
 
 pub mod recordio;
 pub mod resources;
+pub mod roles;
 pub mod scheduler;
 pub mod status;
 pub mod task;
@@ -34,5 +36,6 @@ pub use framework::{Address, Filters, FrameworkInfo, MasterInfo, Url};
 pub use ids::{AgentId, ExecutorId, FrameworkId, OfferId, TaskId};
 pub use offer::{Offer, Operation, OperationType};
 pub use resources::{Attribute, Label, Labels, Resource, ValueType};
+pub use roles::{RoleError, validate_role};
 pub use status::{Reason, Source, TaskState, TaskStatus};
 pub use task::{CommandInfo, ContainerInfo, ExecutorInfo, NetworkInfo, TaskGroupInfo, TaskInfo};

@@ -5,16 +5,21 @@
 //! - [`master`]: the master's bookkeeping (frameworks, agents, offers, tasks,
 //!   status updates, failover) that turns calls into events;
 //! - [`registry`]: what survives a restart, on disk;
+//! - [`registrar`]: the thread that writes the registry, in order, off the
+//!   async workers and the master's lock;
 //! - [`http`]: the HTTP surface (scheduler API, agent API, state, metrics);
 //! - [`server`]: arguments and the running server;
+//! - [`fatal`]: where a panicked server task is reported, so the server stops;
 //! - [`validation`]: stateless checks of scheduler calls, as Mesos words them.
 //!
 //! The test agent (no containers) lives in the `mpiswarm-testkit` crate.
 
 pub mod allocator;
 pub mod drf;
+pub mod fatal;
 pub mod http;
 pub mod master;
+pub mod registrar;
 pub mod registry;
 pub mod server;
 pub mod validation;

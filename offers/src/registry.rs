@@ -3,7 +3,10 @@
 //! removed for good). Tasks are not here: agents re-report them, as in
 //! Mesos. The file is rewritten atomically (temporary file, fsync, rename,
 //! fsync of the directory), so a `kill -9` at any moment leaves either the
-//! old or the new registry, never a torn one.
+//! old or the new registry, never a torn one. This module reads and writes
+//! the file; it never decides when: the server writes through the
+//! [`Registrar`](crate::registrar::Registrar)'s thread, never on an async
+//! worker or under the master's lock.
 
 use mpiswarm_mesos::FrameworkInfo;
 use serde::{Deserialize, Serialize};
@@ -19,8 +22,12 @@ pub enum RegistryError {
     Read { path: PathBuf, source: std::io::Error },
     #[error("the registry {path} is corrupt ({source}); move it away to start empty")]
     Corrupt { path: PathBuf, source: serde_json::Error },
-    #[error("cannot write the registry {path}: {source}")]
+    #[error(
+        "cannot write the registry {path}: {source}; agent and framework ids changed since the last good write would not survive a restart: make the data directory writable"
+    )]
     Write { path: PathBuf, source: std::io::Error },
+    #[error("cannot start the registry writer thread: {0}")]
+    Writer(std::io::Error),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -68,7 +75,7 @@ fn remember(list: &mut Vec<String>, id: &str) {
     }
 }
 
-/// The registry file `DIR/registry.json`.
+/// The registry file `DIR/registry.json`, as read at start.
 #[derive(Debug)]
 pub struct Registry {
     path: PathBuf,
@@ -89,20 +96,32 @@ impl Registry {
         Ok(Self { path, state })
     }
 
-    /// Writes the current state durably.
-    pub fn save(&self) -> Result<(), RegistryError> {
-        let err = |source| RegistryError::Write { path: self.path.clone(), source };
-        let bytes = serde_json::to_vec_pretty(&self.state).map_err(|e| err(std::io::Error::other(e)))?;
-        let tmp = self.path.with_extension("json.tmp");
-        let mut file = std::fs::File::create(&tmp).map_err(err)?;
-        file.write_all(&bytes).map_err(err)?;
-        file.sync_all().map_err(err)?;
-        std::fs::rename(&tmp, &self.path).map_err(err)?;
-        if let Some(dir) = self.path.parent() {
-            std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err)?;
-        }
-        Ok(())
+    /// The file it lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
+
+    /// Writes the current state durably, blocking the caller: for tools and
+    /// tests. The server writes through its [`Registrar`](crate::registrar::Registrar).
+    pub fn save(&self) -> Result<(), RegistryError> {
+        write_atomically(&self.path, &self.state)
+    }
+}
+
+/// Rewrites `path` with `state`: temporary file, fsync, rename, fsync of the
+/// directory. Blocking; never call it on an async worker.
+pub fn write_atomically(path: &Path, state: &RegistryState) -> Result<(), RegistryError> {
+    let err = |source| RegistryError::Write { path: path.to_owned(), source };
+    let bytes = serde_json::to_vec_pretty(state).map_err(|e| err(std::io::Error::other(e)))?;
+    let tmp = path.with_extension("json.tmp");
+    let mut file = std::fs::File::create(&tmp).map_err(err)?;
+    file.write_all(&bytes).map_err(err)?;
+    file.sync_all().map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(err)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

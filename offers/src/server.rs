@@ -1,8 +1,11 @@
 //! Command-line arguments and the running server: binds the listener,
-//! opens the registry, runs the master's clock, serves HTTP.
+//! opens the registry and starts its writer, runs the master's clock, serves
+//! HTTP, and stops on SIGINT/SIGTERM or with an error when a server task
+//! panics (the panic policy in README.md).
 
 use crate::http::{HttpConfig, Shared, router};
-use crate::master::{Master, MasterConfig};
+use crate::master::{Master, MasterConfig, WallClock};
+use crate::registrar::Registrar;
 use crate::registry::Registry;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -68,6 +71,12 @@ pub enum Error {
     Bind { addr: SocketAddr, source: std::io::Error },
     #[error("the HTTP server failed: {0}")]
     Serve(std::io::Error),
+    #[error(
+        "the offer layer stopped because {0}; this is a bug: report it with the log above, then restart (ids and tasks recover from the registry and the agents)"
+    )]
+    Panicked(String),
+    #[error("cannot install the {signal} handler: {source}")]
+    Signal { signal: &'static str, source: std::io::Error },
 }
 
 fn parse_seconds(s: &str) -> Result<f64, String> {
@@ -83,7 +92,7 @@ pub fn parse_weights(s: &str) -> Result<BTreeMap<String, f64>, String> {
     let mut out = BTreeMap::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (role, weight) = part.split_once('=').ok_or_else(|| format!("weight '{part}' is not ROLE=WEIGHT"))?;
-        crate::master::validate_role(role.trim())?;
+        mpiswarm_mesos::validate_role(role.trim()).map_err(|e| e.to_string())?;
         let w: f64 =
             weight.trim().parse().map_err(|_| format!("weight of role '{role}' is not a number: '{weight}'"))?;
         if !w.is_finite() || w <= 0.0 {
@@ -121,30 +130,53 @@ pub struct Running {
     stop: tokio::sync::watch::Sender<bool>,
 }
 
+/// What a server task that ended by panic or cancellation means.
+fn joined(result: Result<Result<(), Error>, tokio::task::JoinError>, what: &str) -> Result<(), Error> {
+    match result {
+        Ok(served) => served,
+        Err(e) if e.is_panic() => {
+            Err(Error::Panicked(format!("{what} panicked: {}", crate::fatal::panic_message(e.into_panic().as_ref()))))
+        }
+        Err(e) => Err(Error::Panicked(format!("{what} was cancelled: {e}"))),
+    }
+}
+
 impl Running {
     /// `http://ADDR`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
-    /// Stops serving (open streams end) and waits for the server to finish.
+    /// Stops serving (open streams end), waits for the server to finish and
+    /// for the registry writes already made.
     pub async fn stop(self) -> Result<(), Error> {
         let _ = self.stop.send(true);
         // Graceful shutdown waits for open connections; event streams never
         // end on their own.
-        self.shared.master().close_all_streams();
-        self.task.await.unwrap_or(Ok(()))
+        let last_write = {
+            let mut master = self.shared.master();
+            master.close_all_streams();
+            master.registry_ticket_since(0)
+        };
+        let served = joined(self.task.await, "the server task");
+        if let Some(ticket) = last_write
+            && let Err(e) = ticket.durable().await
+        {
+            tracing::error!(error = %e, "the last registry write failed while stopping");
+        }
+        served
     }
 
-    /// Waits until the server fails.
+    /// Waits until the server fails (it does not end otherwise).
     pub async fn wait(self) -> Result<(), Error> {
-        self.task.await.unwrap_or(Ok(()))
+        joined(self.task.await, "the server task")
     }
 }
 
 /// Binds, recovers from the registry and starts serving in the background.
 pub async fn start(args: OffersArgs) -> Result<Running, Error> {
     let registry = Registry::open(&args.data_dir)?;
+    let registrar = Registrar::spawn(registry.path().to_owned())?;
     let credentials = args.credentials.as_ref().map(load_credentials).transpose()?;
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.map_err(|source| Error::Bind { addr: args.listen, source })?;
@@ -159,61 +191,94 @@ pub async fn start(args: OffersArgs) -> Result<Running, Error> {
         status_update_retry_interval: Duration::from_secs_f64(args.status_update_retry_interval.max(0.01)),
         weights: args.weights.clone(),
     };
-    let master = Master::new(config, registry);
+    // The master's time starts now: `now` counts from this instant, and
+    // wall-clock timestamps from the wall time read here, once.
+    let started = std::time::Instant::now();
+    let master = Master::new(config, registry.state, registrar, WallClock::system());
     if master.is_recovering() {
-        tracing::info!("recovering: waiting for registered agents to re-subscribe");
+        tracing::info!("registry read: frameworks are served; registered agents have until the re-register timeout");
     }
     let shared = Shared::new(
         master,
         HttpConfig { credentials, redirect_to: args.redirect_to.clone(), max_body_bytes: args.max_body_bytes },
+        started,
     );
-    let (stop, mut stopped) = tokio::sync::watch::channel(false);
     let clock = {
         let shared = shared.clone();
-        let mut stopped = stopped.clone();
         async move {
             // The master's timers are checked 20 times a second; each timer
             // still fires on its own configured interval.
             let mut ticks = tokio::time::interval(Duration::from_millis(50));
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                tokio::select! {
-                    _ = ticks.tick() => {
-                        let now = shared.now();
-                        shared.master().tick(now);
-                    }
-                    _ = stopped.changed() => return,
-                }
+                ticks.tick().await;
+                let now = shared.now();
+                shared.master().tick(now);
             }
         }
     };
     let app = router(shared.clone());
+    let (task, stop) = serve(listener, app, clock, shared.fatal.clone());
     tracing::info!(%addr, "offer layer listening");
-    let task = tokio::spawn(async move {
-        let clock = tokio::spawn(clock);
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.changed().await;
-            })
-            .await
-            .map_err(Error::Serve);
-        clock.abort();
-        served
-    });
     Ok(Running { addr, shared, task, stop })
 }
 
-/// Runs the offer layer until it fails or the process is interrupted.
-pub async fn run(args: OffersArgs) -> Result<(), Error> {
-    let running = start(args).await?;
+/// Serves `app` and runs `clock` (a loop that never returns) until stopped,
+/// or until a panic in a handler, a stream callback or the clock: then the
+/// task ends with [`Error::Panicked`].
+fn serve(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    clock: impl Future<Output = ()> + Send + 'static,
+    fatal: crate::fatal::Fatal,
+) -> (tokio::task::JoinHandle<Result<(), Error>>, tokio::sync::watch::Sender<bool>) {
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(async move {
+        let mut clock = tokio::spawn(clock);
+        let served = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+            .with_graceful_shutdown(async move {
+                let _ = stopped.changed().await;
+            })
+            .into_future();
+        let result = tokio::select! {
+            served = served => served.map_err(Error::Serve),
+            ended = &mut clock => match ended {
+                Err(e) if e.is_panic() => Err(Error::Panicked(format!(
+                    "the master's clock panicked: {}",
+                    crate::fatal::panic_message(e.into_panic().as_ref())
+                ))),
+                _ => Err(Error::Panicked("the master's clock stopped".into())),
+            },
+            message = fatal.wait() => Err(Error::Panicked(message)),
+        };
+        clock.abort();
+        result
+    });
+    (task, stop)
+}
+
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM, with the signal's name.
+async fn interrupted() -> Result<&'static str, Error> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).map_err(|source| Error::Signal { signal: "SIGTERM", source })?;
     tokio::select! {
-        r = tokio::signal::ctrl_c() => {
-            if let Err(e) = r {
-                tracing::warn!(error = %e, "cannot wait for Ctrl-C");
-            }
-            running.stop().await
-        }
+        r = tokio::signal::ctrl_c() => r.map(|()| "SIGINT").map_err(|source| Error::Signal { signal: "SIGINT", source }),
+        _ = term.recv() => Ok("SIGTERM"),
     }
+}
+
+/// Runs the offer layer until SIGINT or SIGTERM (then it stops cleanly and
+/// returns `Ok`) or until it fails (then the error: a panicked task is an
+/// error, never a success).
+pub async fn run(args: OffersArgs) -> Result<(), Error> {
+    let mut running = start(args).await?;
+    eprintln!("mpiswarm offers listening on {}", running.url());
+    let signal = tokio::select! {
+        signal = interrupted() => signal?,
+        ended = &mut running.task => return joined(ended, "the server task"),
+    };
+    tracing::info!(signal, "stopping");
+    running.stop().await
 }
 
 #[cfg(test)]
@@ -229,6 +294,51 @@ mod tests {
         assert_eq!(parse_weights("mpi=x").unwrap_err(), "weight of role 'mpi' is not a number: 'x'");
         assert_eq!(parse_weights("mpi=0").unwrap_err(), "weight of role 'mpi' must be positive, got 0");
         assert!(parse_weights("bad role=1").unwrap_err().contains("'bad role'"));
+    }
+
+    async fn bound() -> (tokio::net::TcpListener, SocketAddr) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        (listener, addr)
+    }
+
+    async fn ended(task: tokio::task::JoinHandle<Result<(), Error>>) -> Result<(), Error> {
+        let joined_in_time = tokio::time::timeout(Duration::from_secs(30), task).await;
+        joined(joined_in_time.expect("the server task ends within 30 s"), "the server task")
+    }
+
+    async fn boom() -> &'static str {
+        panic!("boom")
+    }
+
+    #[tokio::test]
+    async fn a_panicking_request_handler_answers_500_and_ends_the_server_with_an_error() {
+        let fatal = crate::fatal::Fatal::default();
+        let app = axum::Router::new().route("/boom", axum::routing::get(boom)).layer(fatal.catch_panic_layer());
+        let (listener, addr) = bound().await;
+        let (task, _stop) = serve(listener, app, std::future::pending(), fatal);
+        let resp = reqwest::get(format!("http://{addr}/boom")).await.unwrap();
+        assert_eq!(resp.status().as_u16(), 500);
+        assert!(resp.text().await.unwrap().contains("boom"));
+        let err = ended(task).await.unwrap_err();
+        assert!(matches!(&err, Error::Panicked(m) if m == "a request handler panicked: boom"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_panicking_clock_ends_the_server_with_an_error() {
+        let (listener, _) = bound().await;
+        let clock = async { panic!("tick") };
+        let (task, _stop) = serve(listener, axum::Router::new(), clock, crate::fatal::Fatal::default());
+        let err = ended(task).await.unwrap_err();
+        assert!(matches!(&err, Error::Panicked(m) if m == "the master's clock panicked: tick"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_stopped_server_ends_with_success() {
+        let (listener, _) = bound().await;
+        let (task, stop) = serve(listener, axum::Router::new(), std::future::pending(), crate::fatal::Fatal::default());
+        stop.send(true).unwrap();
+        ended(task).await.unwrap();
     }
 
     #[test]

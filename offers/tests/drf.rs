@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Cluster, next_event};
+use common::{Cluster, next_event, within};
 use mpiswarm_mesos::quantities::Quantities;
 use mpiswarm_mesos::scheduler::{Call, EventType};
 use mpiswarm_mesos::{Filters, FrameworkInfo, Offer, Operation, Resource, resources::scalar_sum};
@@ -37,16 +37,19 @@ async fn the_classic_example_converges_to_three_tasks_for_a_and_two_for_b() {
     let (mut na, mut nb) = (0, 0);
     // Run until an offer fits neither framework: the cluster is full.
     let mut misses = (false, false);
-    while !(misses.0 && misses.1) {
-        tokio::select! {
-            e = next_event(&mut a.events) => if e.kind == EventType::Offers {
-                for o in e.offers.unwrap().offers { misses.0 = !answer(&a, &o, 1.0, 4096.0, &mut na).await; }
-            },
-            e = next_event(&mut b.events) => if e.kind == EventType::Offers {
-                for o in e.offers.unwrap().offers { misses.1 = !answer(&b, &o, 3.0, 1024.0, &mut nb).await; }
-            },
+    within("full cluster", async {
+        while !(misses.0 && misses.1) {
+            tokio::select! {
+                e = next_event(&mut a.events) => if e.kind == EventType::Offers {
+                    for o in e.offers.unwrap().offers { misses.0 = !answer(&a, &o, 1.0, 4096.0, &mut na).await; }
+                },
+                e = next_event(&mut b.events) => if e.kind == EventType::Offers {
+                    for o in e.offers.unwrap().offers { misses.1 = !answer(&b, &o, 3.0, 1024.0, &mut nb).await; }
+                },
+            }
         }
-    }
+    })
+    .await;
     assert_eq!((na, nb), (3, 2), "A gets 3 tasks (1 cpu, 4 GiB), B gets 2 (3 cpus, 1 GiB)");
     let state = c.state().await;
     assert_eq!(state["slaves"][0]["used_resources"]["cpus"], 9.0);
@@ -55,9 +58,8 @@ async fn the_classic_example_converges_to_three_tasks_for_a_and_two_for_b() {
 #[tokio::test]
 async fn the_binary_with_weights_mpi_2_batch_1_reports_them_and_splits_a_node_eight_to_four() {
     let dir = tempfile::tempdir().unwrap();
-    let port = common::free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let _master = common::spawn_binary(port, dir.path(), &["--weights", "mpi=2,batch=1"]);
+    let master = common::spawn_binary(dir.path(), &["--weights", "mpi=2,batch=1"]);
+    let url = master.url();
     common::healthy(&url).await;
     let mut m = common::Framework::subscribe(&url, FrameworkInfo::new("root", "m", &["mpi"])).await;
     let mut b = common::Framework::subscribe(&url, FrameworkInfo::new("root", "b", &["batch"])).await;
@@ -66,16 +68,19 @@ async fn the_binary_with_weights_mpi_2_batch_1_reports_them_and_splits_a_node_ei
     let _agent =
         TestAgent::start(&url, "node1", vec![Resource::scalar("cpus", 12.0), Resource::scalar("mem", 16384.0)]);
     let (mut nm, mut nb) = (0, 0);
-    while nm + nb < 12 {
-        tokio::select! {
-            e = next_event(&mut m.events) => if e.kind == EventType::Offers {
-                for o in e.offers.unwrap().offers { answer(&m, &o, 1.0, 512.0, &mut nm).await; }
-            },
-            e = next_event(&mut b.events) => if e.kind == EventType::Offers {
-                for o in e.offers.unwrap().offers { answer(&b, &o, 1.0, 512.0, &mut nb).await; }
-            },
+    within("12 launched tasks", async {
+        while nm + nb < 12 {
+            tokio::select! {
+                e = next_event(&mut m.events) => if e.kind == EventType::Offers {
+                    for o in e.offers.unwrap().offers { answer(&m, &o, 1.0, 512.0, &mut nm).await; }
+                },
+                e = next_event(&mut b.events) => if e.kind == EventType::Offers {
+                    for o in e.offers.unwrap().offers { answer(&b, &o, 1.0, 512.0, &mut nb).await; }
+                },
+            }
         }
-    }
+    })
+    .await;
     // Weighted DRF stops favouring mpi once its share is twice batch's:
     // 8 : 4 of 12 cpus (weights ignored would give 6 : 6).
     assert_eq!((nm, nb), (8, 4), "tasks launched by the mpi and batch frameworks");

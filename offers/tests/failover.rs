@@ -84,13 +84,14 @@ async fn an_agent_that_reconnects_in_time_keeps_its_tasks() {
     let c = Cluster::start().await;
     let mut agent = c.agent("node1", 4.0, 4096.0);
     let mut f = launch_sleeper(&c, 3600.0).await;
-    let id = agent.subscribed(1).await;
+    let id = common::within("agent subscription", agent.subscribed(1)).await;
     // A second stream for the same agent replaces the first (a reconnect).
     let info = mpiswarm_mesos::agent_api::AgentInfo {
         hostname: "node1".into(),
         id: Some(id.clone()),
         resources: vec![mpiswarm_mesos::Resource::scalar("cpus", 4.0), mpiswarm_mesos::Resource::scalar("mem", 4096.0)],
         attributes: vec![],
+        port: None,
     };
     let tasks: Vec<_> = agent.tasks().into_iter().map(|t| t.reported()).collect();
     let client = mpiswarm_mesos::client::AgentClient::new(&c.url(), None);
@@ -113,8 +114,8 @@ async fn reregister_without_t1(c: &Cluster, mut f: common::Framework) -> (common
         assert_eq!(e.state, TaskState::Running);
         f.ack(&e).await;
     }
-    let id = agent.subscribed(1).await;
-    assert!(agent.wait_for_tasks(|ts| ts.len() == 2).await);
+    let id = common::within("agent subscription", agent.subscribed(1)).await;
+    assert!(common::within("two tasks on the agent", agent.wait_for_tasks(|ts| ts.len() == 2)).await);
     let t2: Vec<_> = agent.tasks().into_iter().filter(|t| t.info.task_id.value == "t2").map(|t| t.reported()).collect();
     agent.crash();
     let info = mpiswarm_mesos::agent_api::AgentInfo {
@@ -122,6 +123,7 @@ async fn reregister_without_t1(c: &Cluster, mut f: common::Framework) -> (common
         id: Some(id.clone()),
         resources: vec![mpiswarm_mesos::Resource::scalar("cpus", 4.0), mpiswarm_mesos::Resource::scalar("mem", 4096.0)],
         attributes: vec![],
+        port: None,
     };
     let client = mpiswarm_mesos::client::AgentClient::new(&c.url(), None);
     let sub = client.subscribe(info, t2).await.unwrap();

@@ -44,12 +44,15 @@ async fn an_unacknowledged_update_is_sent_again_with_the_same_uuid() {
     f.client.call(&Call::kill(f.id(), "t1".into(), None)).await.unwrap();
     // A retry of the RUNNING update may have been on the stream before the
     // ack reached the master: skip those, they are the same update again.
-    let killed = loop {
-        let s = f.update_of("t1").await;
-        if !(s.state == TaskState::Running && s.uuid == first.uuid) {
-            break s;
+    let killed = common::within("update of t1 other than the RUNNING retry", async {
+        loop {
+            let s = f.update_of("t1").await;
+            if !(s.state == TaskState::Running && s.uuid == first.uuid) {
+                return s;
+            }
         }
-    };
+    })
+    .await;
     assert_eq!(killed.state, TaskState::Killed);
 }
 
@@ -144,13 +147,16 @@ async fn launch_group_starts_every_task_of_the_group() {
     let call = Call::accept(f.id(), vec![offer.id.clone()], vec![Operation::launch_group(executor, group)], None);
     f.client.call(&call).await.unwrap();
     let mut running = std::collections::BTreeSet::new();
-    while running.len() < 2 {
-        let s = f.expect(EventType::Update).await.update.unwrap().status;
-        assert_eq!(s.state, TaskState::Running, "{s:?}");
-        assert_eq!(s.executor_id.as_ref().unwrap().value, "job-1-node1");
-        f.ack(&s).await;
-        running.insert(s.task_id.value);
-    }
+    common::within("RUNNING of both tasks of the group", async {
+        while running.len() < 2 {
+            let s = f.expect(EventType::Update).await.update.unwrap().status;
+            assert_eq!(s.state, TaskState::Running, "{s:?}");
+            assert_eq!(s.executor_id.as_ref().unwrap().value, "job-1-node1");
+            f.ack(&s).await;
+            running.insert(s.task_id.value);
+        }
+    })
+    .await;
     assert_eq!(agent.tasks().len(), 2);
     let state = c.state().await;
     assert_eq!(state["slaves"][0]["used_resources"]["cpus"], 2.1);
@@ -167,6 +173,7 @@ async fn an_update_posted_twice_reaches_the_framework_once() {
         id: None,
         resources: vec![mpiswarm_mesos::Resource::scalar("cpus", 2.0), mpiswarm_mesos::Resource::scalar("mem", 512.0)],
         attributes: vec![],
+        port: None,
     };
     let mut sub = agent.subscribe(info, vec![]).await.unwrap();
     let agent_id = sub.subscribed.agent_id.clone();
@@ -174,12 +181,15 @@ async fn an_update_posted_twice_reaches_the_framework_once() {
     let t = task("t1", &offer, 1.0, 128.0, "sleep 1000");
     f.launch(&offer, vec![t]).await;
     use futures::StreamExt;
-    let launch = loop {
-        let e = sub.events.next().await.unwrap().unwrap();
-        if let Some(l) = e.launch {
-            break l;
+    let launch = common::within("LAUNCH on the agent's stream", async {
+        loop {
+            let e = sub.events.next().await.unwrap().unwrap();
+            if let Some(l) = e.launch {
+                return l;
+            }
         }
-    };
+    })
+    .await;
     let mut running = mpiswarm_mesos::TaskStatus::new(launch.task_info.task_id.clone(), TaskState::Running);
     running.uuid = Some(mpiswarm_mesos::Bytes::random_uuid());
     agent.update(&agent_id, f.id(), running.clone()).await.unwrap();
@@ -195,12 +205,15 @@ async fn an_update_posted_twice_reaches_the_framework_once() {
     f.ack(&next).await;
     // The agent hears of both acknowledgements.
     let mut acked = Vec::new();
-    while acked.len() < 2 {
-        let e = sub.events.next().await.unwrap().unwrap();
-        if let Some(a) = e.acknowledged {
-            acked.push(a.uuid);
+    common::within("two ACKNOWLEDGED events on the agent's stream", async {
+        while acked.len() < 2 {
+            let e = sub.events.next().await.unwrap().unwrap();
+            if let Some(a) = e.acknowledged {
+                acked.push(a.uuid);
+            }
         }
-    }
+    })
+    .await;
     assert_eq!(acked, vec![running.uuid.unwrap(), finished.uuid.unwrap()]);
 }
 
@@ -209,9 +222,8 @@ async fn a_test_agent_registers_with_the_binary_and_its_resources_are_offered() 
     // The test agent is no part of the binary: it runs in this process and
     // registers with the real `mpiswarm-offers` process over HTTP.
     let dir = tempfile::tempdir().unwrap();
-    let port = common::free_port();
-    let url = format!("http://127.0.0.1:{port}");
-    let _master = common::spawn_binary(port, dir.path(), &[]);
+    let master = common::spawn_binary(dir.path(), &[]);
+    let url = master.url();
     common::healthy(&url).await;
     let resources = "cpus:3;mem:1024".parse::<mpiswarm_mesos::quantities::Quantities>().unwrap().to_resources(None);
     let mut agent = mpiswarm_testkit::TestAgent::start(&url, "demo", resources);

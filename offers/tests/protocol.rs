@@ -3,27 +3,11 @@
 
 mod common;
 
-use common::{Cluster, DEADLINE, next_event};
+use common::{Cluster, DEADLINE, SUBSCRIBE, json_post, next_event, post, status_of};
 use futures::StreamExt;
 use mpiswarm_mesos::scheduler::{Call, EventType};
 use mpiswarm_mesos::{FrameworkInfo, client::decode_events};
 use serde_json::json;
-
-const SUBSCRIBE: &str = r#"{"type":"SUBSCRIBE","subscribe":{"framework_info":{"user":"root","name":"raw","roles":["mpi"],"capabilities":[{"type":"MULTI_ROLE"}],"failover_timeout":60}}}"#;
-
-fn post(url: &str) -> reqwest::RequestBuilder {
-    reqwest::Client::new().post(format!("{url}/api/v1/scheduler"))
-}
-
-async fn status_of(req: reqwest::RequestBuilder) -> (u16, String) {
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.text().await.unwrap())
-}
-
-fn json_post(url: &str, body: impl Into<String>) -> reqwest::RequestBuilder {
-    post(url).header("Content-Type", "application/json").body(body.into())
-}
 
 /// Subscribes with raw HTTP; returns the response (stream still open).
 async fn raw_subscribe(url: &str) -> reqwest::Response {
@@ -42,10 +26,12 @@ async fn the_event_stream_is_exact_recordio_over_chunked_json() {
     let mut body = resp.bytes_stream();
     let mut wire = Vec::new();
     // SUBSCRIBED and at least two HEARTBEATs.
-    while wire.windows(9).filter(|w| *w == b"HEARTBEAT").count() < 2 {
-        let chunk = tokio::time::timeout(DEADLINE, body.next()).await.unwrap().unwrap().unwrap();
-        wire.extend_from_slice(&chunk);
-    }
+    common::within("SUBSCRIBED and two HEARTBEATs", async {
+        while wire.windows(9).filter(|w| *w == b"HEARTBEAT").count() < 2 {
+            wire.extend_from_slice(&body.next().await.unwrap().unwrap());
+        }
+    })
+    .await;
     let mut rest = &wire[..];
     let mut records = Vec::new();
     while !rest.is_empty() {
@@ -220,15 +206,21 @@ async fn the_scheduler_client_follows_a_redirect_to_the_leader() {
 }
 
 #[tokio::test]
-async fn while_recovering_subscribe_answers_503() {
+async fn after_a_restart_frameworks_subscribe_while_registered_agents_are_still_awaited() {
     let dir = tempfile::tempdir().unwrap();
     let mut registry = mpiswarm_offers::registry::Registry::open(dir.path()).unwrap();
     registry.state.agents.insert("A-old".into(), mpiswarm_offers::registry::RegisteredAgent { hostname: "n".into() });
     registry.save().unwrap();
     let server = mpiswarm_offers::start(common::args(dir.path())).await.unwrap();
-    let (code, body) = status_of(json_post(&server.url(), SUBSCRIBE)).await;
-    assert_eq!((code, body.as_str()), (503, "Master has not finished recovery"));
-    assert_eq!(reqwest::get(format!("{}/readyz", server.url())).await.unwrap().status().as_u16(), 503);
+    // As in Mesos: once the registry is read, frameworks are served; the
+    // agent has until --agent-reregister-timeout (75 s here) to come back.
+    let url = server.url();
+    let subscribe = common::Framework::subscribe(&url, FrameworkInfo::new("root", "r", &["mpi"]));
+    tokio::time::timeout(DEADLINE, subscribe).await.expect("SUBSCRIBED while A-old is still away");
+    assert_eq!(reqwest::get(format!("{}/readyz", server.url())).await.unwrap().status().as_u16(), 200);
+    let state: serde_json::Value =
+        reqwest::get(format!("{}/master/state", server.url())).await.unwrap().json().await.unwrap();
+    assert_eq!(state["recovering"], true, "A-old is still awaited");
 }
 
 #[tokio::test]
@@ -298,9 +290,50 @@ async fn the_agent_api_refuses_bad_calls_with_precise_codes() {
     assert_eq!((code, body.as_str()), (403, "Agent ghost is not subscribed"));
     // A subscribed agent must send its current stream id.
     let mut agent = c.agent("node1", 1.0, 256.0);
-    let id = agent.subscribed(1).await;
+    let id = common::within("agent subscription", agent.subscribed(1)).await;
     let update = update.replace("ghost", &id.value);
     let (code, body) = status_of(post(&update)).await;
     assert_eq!((code, body.as_str()), (400, "UPDATE calls must include the 'Mesos-Stream-Id' header"));
     assert_eq!(status_of(post(&update).header("Mesos-Stream-Id", "stale")).await.0, 400);
+}
+
+#[tokio::test]
+async fn offers_and_state_say_where_each_agent_serves_as_mesos_does() {
+    let c = Cluster::start().await;
+    // One agent that names its port, one that does not (Mesos' default 5051).
+    let client = mpiswarm_mesos::client::AgentClient::new(&c.url(), None);
+    let mut info: mpiswarm_mesos::agent_api::AgentInfo = serde_json::from_value(json!({
+        "hostname": "node1",
+        "resources": [{"name": "cpus", "type": "SCALAR", "scalar": {"value": 1.0}}],
+        "port": 5052
+    }))
+    .unwrap();
+    let Ok(_stream) = client.subscribe(info.clone(), vec![]).await else { panic!("node1 subscribes") };
+    info.hostname = "node2".into();
+    info.port = None;
+    let Ok(_stream2) = client.subscribe(info, vec![]).await else { panic!("node2 subscribes") };
+    let mut f = c.framework("fw", &["mpi"]).await;
+    let mut urls = std::collections::BTreeMap::new();
+    common::within("an offer of each agent", async {
+        while urls.len() < 2 {
+            for o in f.offers().await {
+                urls.insert(o.hostname.clone(), serde_json::to_value(o.url).unwrap());
+            }
+        }
+    })
+    .await;
+    assert_eq!(
+        urls["node1"],
+        json!({"scheme": "http", "address": {"hostname": "node1", "ip": "127.0.0.1", "port": 5052}, "path": "/slave(1)"})
+    );
+    assert_eq!(urls["node2"]["address"]["port"], 5051);
+    let state = c.state().await;
+    let slaves: std::collections::BTreeMap<String, (serde_json::Value, serde_json::Value)> = state["slaves"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["hostname"].as_str().unwrap().to_owned(), (s["port"].clone(), s["pid"].clone())))
+        .collect();
+    assert_eq!(slaves["node1"], (json!(5052), json!("slave(1)@127.0.0.1:5052")));
+    assert_eq!(slaves["node2"], (json!(5051), json!("slave(1)@127.0.0.1:5051")));
 }

@@ -32,7 +32,8 @@ impl Resources {
     }
 }
 
-/// What the job's ranks mostly spend their time on (the MpiJob `profile`).
+/// What the job's ranks mostly spend their time on (the MpiJob's
+/// `spec.profile`, same spellings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Profile {
@@ -54,7 +55,8 @@ impl fmt::Display for Profile {
     }
 }
 
-/// The placement policy the user asked for (the MpiJob `placementPolicy`).
+/// The placement policy the user asked for (the MpiJob's
+/// `spec.placement.policy`, same spellings).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Policy {
@@ -86,7 +88,9 @@ fn default_launcher() -> Resources {
 }
 
 /// One job's demand on the cluster. The controller builds it from the MpiJob
-/// spec; every field has the meaning it has there.
+/// spec (`perRank` from `spec.resources`, `policy` from
+/// `spec.placement.policy`, the rest from the fields of the same name); the
+/// `launcher` share has no MpiJob field.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JobDemand {

@@ -8,12 +8,13 @@ use crate::auto::{self, AppliedPolicy, Rule};
 use crate::candidate::{Candidate, candidates, score_bits};
 use crate::capacity::Vector;
 use crate::demand::JobDemand;
+use crate::explain::explain;
 use crate::ledger::Ledger;
 use crate::pack::{Assignment, pack};
 use crate::placement::{LauncherAssignment, NodeAssignment, Placement};
 use crate::score::Scorer;
 use crate::spread::spread;
-use crate::unfit::{Unfit, explain};
+use crate::unfit::Unfit;
 
 /// How many single-rack alternatives `pack` weighs against its global answer.
 /// Enough for any real rack layout; bounds the cost on clusters without racks.

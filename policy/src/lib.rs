@@ -30,6 +30,7 @@ mod capacity;
 mod cluster;
 mod demand;
 mod engine;
+mod explain;
 mod ledger;
 mod pack;
 mod placement;

@@ -107,6 +107,7 @@ impl AgentSpec {
             id: self.id.clone(),
             resources: self.resources.clone(),
             attributes: self.attributes.clone(),
+            port: None,
         }
     }
 
@@ -155,7 +156,7 @@ impl TestAgent {
     pub fn start(master: &str, hostname: &str, resources: Vec<Resource>) -> Self {
         Self::start_with(
             master,
-            AgentInfo { hostname: hostname.to_owned(), id: None, resources, attributes: Vec::new() },
+            AgentInfo { hostname: hostname.to_owned(), id: None, resources, attributes: Vec::new(), port: None },
         )
     }
 

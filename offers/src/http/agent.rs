@@ -1,27 +1,39 @@
 //! `POST /api/v1/agent`: the mpiswarm agent API (see offers/README.md).
-//! Agents may subscribe while the master recovers: that is how it recovers.
+//! Agents may subscribe while the master awaits them after a restart: that
+//! is how it recovers. The peer address of a SUBSCRIBE is where the agent's
+//! own endpoint is (`Offer.url`, `/master/state`'s `pid`).
 
-use super::{Shared, accepted, accepts_json, check_content_type, stream, stream_id};
+use super::{Shared, accepted, accepts_json, check_content_type, durable, stream, stream_id};
 use crate::master::CallError;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use mpiswarm_mesos::agent_api::{Call, CallType};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-pub async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    handle_call(&shared, &headers, &body).unwrap_or_else(|e| {
+pub async fn handle(
+    State(shared): State<Arc<Shared>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    handle_call(&shared, peer, &headers, &body).await.unwrap_or_else(|e| {
         tracing::debug!(status = e.status, message = %e.message, "agent call refused");
         e.into_response()
     })
 }
 
-fn handle_call(shared: &Arc<Shared>, headers: &HeaderMap, body: &[u8]) -> Result<Response, CallError> {
+async fn handle_call(
+    shared: &Arc<Shared>,
+    peer: SocketAddr,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Response, CallError> {
     check_content_type(headers)?;
     let call: Call = serde_json::from_slice(body)
         .map_err(|e| CallError::bad_request(format!("Failed to parse body into agent Call: {e}")))?;
-    let now = shared.now();
     match call.kind {
         CallType::Subscribe => {
             if !accepts_json(headers) {
@@ -35,7 +47,8 @@ fn handle_call(shared: &Arc<Shared>, headers: &HeaderMap, body: &[u8]) -> Result
             }
             let subscribe =
                 call.subscribe.ok_or_else(|| CallError::bad_request("Expecting 'subscribe' to be present"))?;
-            let opened = shared.master().subscribe_agent(subscribe, now)?;
+            let (opened, ticket) = shared.call(|m, now| m.subscribe_agent(subscribe, Some(peer.ip()), now));
+            let opened = opened?;
             let (id, sid) = (opened.id.clone(), opened.stream_id.clone());
             let on_close = {
                 let shared = shared.clone();
@@ -44,11 +57,18 @@ fn handle_call(shared: &Arc<Shared>, headers: &HeaderMap, body: &[u8]) -> Result
                     shared.master().agent_stream_closed(&id, &sid, now);
                 }
             };
-            Ok(stream::response(&opened.stream_id, opened.events, on_close))
+            let what = format!("the registration of agent {}", opened.id);
+            let response = stream::response(&opened.stream_id, opened.events, on_close, &shared.fatal);
+            durable(ticket, &what).await?;
+            Ok(response)
         }
         CallType::Update => {
             let update = call.update.ok_or_else(|| CallError::bad_request("Expecting 'update' to be present"))?;
-            shared.master().agent_update(call.agent_id.as_ref(), stream_id(headers).as_deref(), update, now)?;
+            let stream = stream_id(headers);
+            let (result, ticket) =
+                shared.call(|m, now| m.agent_update(call.agent_id.as_ref(), stream.as_deref(), update, now));
+            result?;
+            durable(ticket, "this update").await?;
             Ok(accepted())
         }
     }

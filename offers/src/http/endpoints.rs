@@ -1,5 +1,6 @@
 //! Operator endpoints: `/version`, `/health` (`/healthz`, `/readyz`),
-//! `/master/state`, `/metrics/snapshot` and Prometheus `/metrics`.
+//! `/master/state`, `/metrics/snapshot` and Prometheus `/metrics`. They only
+//! read the master.
 
 use super::Shared;
 use axum::Json;
@@ -25,16 +26,28 @@ pub async fn version() -> Json<serde_json::Value> {
     }))
 }
 
-pub async fn health() -> StatusCode {
-    StatusCode::OK
+/// 200 while the server works; 503 while registry writes fail, with the
+/// error, so an operator or supervisor sees what a log line alone would hide.
+pub async fn health(State(shared): State<Arc<Shared>>) -> Response {
+    match shared.master().registry_progress().failing() {
+        None => StatusCode::OK.into_response(),
+        Some(error) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "registry write failed: {error}; ids registered since the last good write would not survive a restart"
+            ),
+        )
+            .into_response(),
+    }
 }
 
-/// Ready once recovery is over (frameworks can subscribe).
+/// Ready to serve frameworks: right after the registry was read (as in
+/// Mesos, agents still expected back do not hold frameworks out), unless
+/// registry writes fail.
 pub async fn ready(State(shared): State<Arc<Shared>>) -> Response {
-    if shared.master().is_recovering() {
-        (StatusCode::SERVICE_UNAVAILABLE, "recovering: waiting for agents to re-register").into_response()
-    } else {
-        (StatusCode::OK, "ready").into_response()
+    match shared.master().registry_progress().failing() {
+        None => (StatusCode::OK, "ready").into_response(),
+        Some(error) => (StatusCode::SERVICE_UNAVAILABLE, format!("registry write failed: {error}")).into_response(),
     }
 }
 
@@ -56,6 +69,7 @@ fn is_counter(key: &str) -> bool {
         || key.ends_with("_launched")
         || key.starts_with("master/status_updates_")
         || key == "master/invalid_calls"
+        || key.starts_with("registrar/registry_write")
 }
 
 /// The snapshot in Prometheus text format (`mpiswarm_offers_master_tasks_running` ...).

@@ -1,7 +1,8 @@
 //! The HTTP surface of the offer layer (axum): the scheduler API, the agent
 //! API, and the operator endpoints. Handlers only parse, check what Mesos
 //! checks at the HTTP level, and hand over to the [`Master`]; event streams
-//! are channels the master writes RecordIO records into.
+//! are channels the master writes RecordIO records into. Registry writes a
+//! call causes are awaited here, after the master's lock is released.
 
 mod agent;
 mod auth;
@@ -9,7 +10,9 @@ mod endpoints;
 mod scheduler;
 mod stream;
 
+use crate::fatal::Fatal;
 use crate::master::{CallError, Master};
+use crate::registrar::Ticket;
 use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -34,23 +37,52 @@ pub struct Shared {
     master: Mutex<Master>,
     started: Instant,
     config: HttpConfig,
+    /// Where a panic in any server task is reported; the server then stops.
+    pub fatal: Fatal,
 }
 
 impl Shared {
-    pub fn new(master: Master, config: HttpConfig) -> Arc<Self> {
-        Arc::new(Self { master: Mutex::new(master), started: Instant::now(), config })
+    /// `started` is the moment the master's `now` counts from.
+    pub fn new(master: Master, config: HttpConfig, started: Instant) -> Arc<Self> {
+        Arc::new(Self { master: Mutex::new(master), started, config, fatal: Fatal::default() })
     }
 
-    /// The master, even if a panic poisoned the lock: its books are still
-    /// the best we have, and refusing every call would be worse.
+    /// The master. A poisoned lock is taken as it is (the panic policy in
+    /// README.md): the panic that poisoned it was reported to [`Fatal`] and
+    /// the server is stopping, and closing streams and the last registry
+    /// write still need the books.
     pub fn master(&self) -> MutexGuard<'_, Master> {
         self.master.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Runs `call` on the master at the current time and returns, besides its
+    /// result, the ticket of the registry write it caused, if any. Await the
+    /// ticket after this returns (the lock is released by then).
+    pub fn call<R>(&self, call: impl FnOnce(&mut Master, Duration) -> R) -> (R, Option<Ticket>) {
+        let now = self.now();
+        let mut master = self.master();
+        let before = master.registry_seq();
+        let result = call(&mut master, now);
+        let ticket = master.registry_ticket_since(before);
+        (result, ticket)
     }
 
     /// Time since start: the master's clock.
     pub fn now(&self) -> Duration {
         self.started.elapsed()
     }
+}
+
+/// Waits until the registry change a call made is on disk; if it is not, the
+/// call fails with 503 and says what was not saved and what to do.
+async fn durable(ticket: Option<Ticket>, what: &str) -> Result<(), CallError> {
+    let Some(ticket) = ticket else { return Ok(()) };
+    ticket.durable().await.map_err(|e| {
+        CallError::unavailable(format!(
+            "Registry write failed, so {what} would not survive a restart of the offer layer: {e}. \
+             Retry once /health answers 200."
+        ))
+    })
 }
 
 /// All routes.
@@ -70,6 +102,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/readyz", get(endpoints::ready))
         .merge(api)
         .layer(axum::extract::DefaultBodyLimit::max(shared.config.max_body_bytes.max(1024)))
+        .layer(shared.fatal.catch_panic_layer())
         .with_state(shared)
 }
 

@@ -1,27 +1,31 @@
 //! `POST /api/v1/scheduler`: the Mesos v1 scheduler API, with Mesos' HTTP
-//! status codes in Mesos' order of checks.
+//! status codes in Mesos' order of checks. A call that changed the registry
+//! is answered only once the change is on disk (503 if the write failed).
 
-use super::{Shared, accepted, accepts_json, check_content_type, stream, stream_id, text};
+use super::{Shared, accepted, accepts_json, check_content_type, durable, stream, stream_id, text};
 use crate::master::CallError;
+use crate::validation::{CheckedCall, validate_call};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use mpiswarm_mesos::scheduler::{Call, CallType};
+use mpiswarm_mesos::scheduler::{Call, Subscribe};
 use std::sync::Arc;
 
 pub async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    match handle_call(&shared, &headers, &body) {
+    match handle_call(&shared, &headers, &body).await {
         Ok(resp) => resp,
         Err(e) => {
-            shared.master().counters.invalid_calls += 1;
+            if e.status < 500 {
+                shared.master().counters.invalid_calls += 1;
+            }
             tracing::debug!(status = e.status, message = %e.message, "scheduler call refused");
             e.into_response()
         }
     }
 }
 
-fn handle_call(shared: &Arc<Shared>, headers: &HeaderMap, body: &[u8]) -> Result<Response, CallError> {
+async fn handle_call(shared: &Arc<Shared>, headers: &HeaderMap, body: &[u8]) -> Result<Response, CallError> {
     if let Some(leader) = &shared.config.redirect_to {
         let mut resp =
             text(StatusCode::TEMPORARY_REDIRECT, format!("This offer layer is not the leader; the leader is {leader}"));
@@ -30,28 +34,27 @@ fn handle_call(shared: &Arc<Shared>, headers: &HeaderMap, body: &[u8]) -> Result
         }
         return Ok(resp);
     }
-    if shared.master().is_recovering() {
-        return Err(CallError { status: 503, message: "Master has not finished recovery".into() });
-    }
     check_content_type(headers)?;
     let json: serde_json::Value = serde_json::from_slice(body)
         .map_err(|e| CallError::bad_request(format!("Failed to parse body into JSON: {e}")))?;
     let call: Call = serde_json::from_value(json)
         .map_err(|e| CallError::bad_request(format!("Failed to convert JSON into Call protobuf: {e}")))?;
-    crate::validation::validate_call(&call)
-        .map_err(|e| CallError::bad_request(format!("Failed to validate scheduler::Call: {e}")))?;
-    let kind = call.kind.expect("validated");
-    match kind {
-        CallType::Subscribe => subscribe(shared, headers, call),
-        _ => {
-            let now = shared.now();
-            shared.master().framework_call(call, stream_id(headers).as_deref(), now)?;
-            Ok(if kind == CallType::UpdateFramework { StatusCode::OK.into_response() } else { accepted() })
+    let checked =
+        validate_call(call).map_err(|e| CallError::bad_request(format!("Failed to validate scheduler::Call: {e}")))?;
+    match checked {
+        CheckedCall::Subscribe(subscribe) => self::subscribe(shared, headers, subscribe).await,
+        CheckedCall::Framework { framework_id, call } => {
+            let ok = call.answers_ok();
+            let stream = stream_id(headers);
+            let (result, ticket) = shared.call(|m, now| m.framework_call(&framework_id, call, stream.as_deref(), now));
+            result?;
+            durable(ticket, &format!("this call of framework {framework_id}")).await?;
+            Ok(if ok { StatusCode::OK.into_response() } else { accepted() })
         }
     }
 }
 
-fn subscribe(shared: &Arc<Shared>, headers: &HeaderMap, call: Call) -> Result<Response, CallError> {
+async fn subscribe(shared: &Arc<Shared>, headers: &HeaderMap, subscribe: Subscribe) -> Result<Response, CallError> {
     if !accepts_json(headers) {
         return Err(CallError {
             status: 406,
@@ -61,8 +64,7 @@ fn subscribe(shared: &Arc<Shared>, headers: &HeaderMap, call: Call) -> Result<Re
     if stream_id(headers).is_some() {
         return Err(CallError::bad_request("Subscribe calls should not include the 'Mesos-Stream-Id' header"));
     }
-    let now = shared.now();
-    let opened = shared.master().subscribe_framework(call, now);
+    let (opened, ticket) = shared.call(|m, now| m.subscribe_framework(subscribe, now));
     let (id, sid) = (opened.id.clone(), opened.stream_id.clone());
     let on_close = {
         let shared = shared.clone();
@@ -71,5 +73,9 @@ fn subscribe(shared: &Arc<Shared>, headers: &HeaderMap, call: Call) -> Result<Re
             shared.master().framework_stream_closed(&id, &sid, now);
         }
     };
-    Ok(stream::response(&opened.stream_id, opened.events, on_close))
+    let what = format!("the subscription of framework {}", opened.id);
+    // Dropping the stream on failure closes it in the master too.
+    let response = stream::response(&opened.stream_id, opened.events, on_close, &shared.fatal);
+    durable(ticket, &what).await?;
+    Ok(response)
 }

@@ -1,7 +1,10 @@
 //! A streaming response body fed by the master's channel. When the client
 //! goes away the body is dropped, and the drop tells the master, so a
-//! disconnect is noticed at once rather than at the next heartbeat.
+//! disconnect is noticed at once rather than at the next heartbeat. The
+//! drop runs in a connection task where a panic would vanish, so it is
+//! reported to [`Fatal`] instead.
 
+use crate::fatal::Fatal;
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
@@ -15,6 +18,7 @@ use tokio::sync::mpsc;
 pub struct EventBody {
     events: mpsc::UnboundedReceiver<Bytes>,
     on_close: Option<Box<dyn FnOnce() + Send>>,
+    fatal: Fatal,
 }
 
 impl Stream for EventBody {
@@ -28,7 +32,7 @@ impl Stream for EventBody {
 impl Drop for EventBody {
     fn drop(&mut self) {
         if let Some(on_close) = self.on_close.take() {
-            on_close();
+            self.fatal.guard("closing an event stream", on_close);
         }
     }
 }
@@ -38,8 +42,9 @@ pub fn response(
     stream_id: &str,
     events: mpsc::UnboundedReceiver<Bytes>,
     on_close: impl FnOnce() + Send + 'static,
+    fatal: &Fatal,
 ) -> Response {
-    let body = EventBody { events, on_close: Some(Box::new(on_close)) };
+    let body = EventBody { events, on_close: Some(Box::new(on_close)), fatal: fatal.clone() };
     let mut resp = Response::new(Body::from_stream(body));
     *resp.status_mut() = StatusCode::OK;
     let headers = resp.headers_mut();

@@ -4,12 +4,13 @@
 //! them lost; tasks the master knows on it but the agent no longer reports
 //! are reported lost (REASON_RECONCILIATION).
 
-use super::{CallError, Connection, Framework, Master, Opened, Task, TaskKey, master_status, wall_clock_seconds};
+use super::books::TaskKey;
+use super::{CallError, Connection, Framework, Master, Opened, Task};
 use mpiswarm_mesos::agent_api::{self, Subscribe, Update};
 use mpiswarm_mesos::quantities::Quantities;
-use mpiswarm_mesos::scheduler::Event;
 use mpiswarm_mesos::{AgentId, FrameworkId, Reason, Source, TaskState};
 use std::collections::{BTreeSet, VecDeque};
+use std::net::IpAddr;
 use std::time::Duration;
 
 /// The role a reported task's resources were allocated to.
@@ -22,9 +23,14 @@ fn role_of(task: &mpiswarm_mesos::TaskInfo, framework: Option<&Framework>) -> St
 }
 
 impl Master {
-    /// Agent SUBSCRIBE: registers or re-registers the agent and adopts the
-    /// tasks it reports.
-    pub fn subscribe_agent(&mut self, subscribe: Subscribe, now: Duration) -> Result<Opened, CallError> {
+    /// Agent SUBSCRIBE from `peer_ip`: registers or re-registers the agent
+    /// and adopts the tasks it reports.
+    pub fn subscribe_agent(
+        &mut self,
+        subscribe: Subscribe,
+        peer_ip: Option<IpAddr>,
+        now: Duration,
+    ) -> Result<Opened, CallError> {
         let info = subscribe.agent_info;
         if info.hostname.trim().is_empty() {
             return Err(CallError::bad_request("agent_info.hostname must not be empty"));
@@ -38,7 +44,7 @@ impl Master {
             Some(id) if !id.value.is_empty() => id.value.clone(),
             _ => self.next_id("S"),
         };
-        let was_removed = self.registry.state.removed_agents.contains(&id);
+        let was_removed = self.registry.removed_agents.contains(&id);
         if let Some(old) = self.agents.get_mut(&id).and_then(|a| a.conn.take()) {
             old.send(&agent_api::Event::error("Agent reconnected on a new stream"));
         }
@@ -67,7 +73,7 @@ impl Master {
                     })
                 })
             };
-            if was_removed || self.registry.state.removed_frameworks.contains(&fw) {
+            if was_removed || self.registry.removed_frameworks.contains(&fw) {
                 // Its framework was told the task is lost, or is gone: end it.
                 if terminal {
                     after_subscribe.extend(acknowledged(reported.status.uuid.clone()));
@@ -156,10 +162,12 @@ impl Master {
             total: total.clone(),
             conn: None,
             lost_deadline: None,
+            peer_ip,
         });
         agent.info = info.clone();
         agent.total = total;
         agent.lost_deadline = None;
+        agent.peer_ip = peer_ip;
         conn.send(&agent_api::Event::subscribed(AgentId::new(&id), self.config.heartbeat_interval.as_secs_f64()));
         for event in &after_subscribe {
             conn.send(event);
@@ -171,17 +179,16 @@ impl Master {
             }));
         }
         agent.conn = Some(conn);
-        let registered = self.registry.state.agents.get(&id).map(|a| a.hostname.clone());
+        let registered = self.registry.agents.get(&id).map(|a| a.hostname.clone());
         if was_removed || registered.as_deref() != Some(info.hostname.as_str()) {
-            self.registry.state.removed_agents.retain(|a| *a != id);
+            self.registry.removed_agents.retain(|a| *a != id);
             self.registry
-                .state
                 .agents
                 .insert(id.clone(), crate::registry::RegisteredAgent { hostname: info.hostname.clone() });
-            self.save_registry();
+            self.persist_registry();
         }
-        if let Some((pending, _)) = &mut self.recovering {
-            pending.remove(&id);
+        if let Some(awaited) = &mut self.awaited_agents {
+            awaited.ids.remove(&id);
         }
         for (key, status) in new_updates {
             self.apply_status(&key, status, now);
@@ -206,31 +213,19 @@ impl Master {
         for key in missing {
             let partition_aware = self.frameworks.get(&key.0).is_some_and(Framework::partition_aware);
             let state = if partition_aware { TaskState::Gone } else { TaskState::Lost };
-            let task = &self.tasks[&key];
-            let status = master_status(
+            let Some(task) = self.tasks.get(&key) else { continue };
+            let status = self.master_status(
                 &task.info.task_id,
                 Some(&task.agent_id),
                 state,
                 Reason::ReasonReconciliation,
                 "Task is unknown to the agent".to_owned(),
+                now,
             );
             tracing::warn!(agent, task = %key.1, state = state.as_str(), "task unknown to the re-registering agent");
             self.release_task_resources(&key, now);
             self.send_master_status(&key, status, state);
             self.complete_task(&key);
-        }
-    }
-
-    /// Sends a status the master itself decided (no agent involved, no
-    /// acknowledgement expected) to the task's framework and records it as
-    /// the task's latest.
-    fn send_master_status(&mut self, key: &TaskKey, status: mpiswarm_mesos::TaskStatus, state: TaskState) {
-        if let Some(f) = self.frameworks.get(&key.0) {
-            f.send(&Event::update(status.clone()));
-        }
-        if let Some(t) = self.tasks.get_mut(key) {
-            t.latest = status;
-            t.state = state;
         }
     }
 
@@ -257,12 +252,9 @@ impl Master {
         now: Duration,
     ) -> Result<(), CallError> {
         let agent_id = agent_id.ok_or_else(|| CallError::bad_request("Expecting 'agent_id' to be present"))?;
-        let agent = self
-            .agents
-            .get(&agent_id.value)
-            .ok_or_else(|| CallError::forbidden(format!("Agent {agent_id} is not subscribed")))?;
-        let conn =
-            agent.conn.as_ref().ok_or_else(|| CallError::forbidden(format!("Agent {agent_id} is not subscribed")))?;
+        let not_subscribed = || CallError::forbidden(format!("Agent {agent_id} is not subscribed"));
+        let agent = self.agents.get(&agent_id.value).ok_or_else(not_subscribed)?;
+        let conn = agent.conn.as_ref().ok_or_else(not_subscribed)?;
         match stream_id {
             None => return Err(CallError::bad_request("UPDATE calls must include the 'Mesos-Stream-Id' header")),
             Some(s) if s != conn.stream_id => {
@@ -280,7 +272,7 @@ impl Master {
         }
         status.agent_id = Some(agent_id.clone());
         status.source.get_or_insert(Source::SourceExecutor);
-        status.timestamp.get_or_insert_with(wall_clock_seconds);
+        status.timestamp.get_or_insert_with(|| self.clock.timestamp(now));
         let key: TaskKey = (update.framework_id.value.clone(), status.task_id.value.clone());
         match self.tasks.get(&key) {
             Some(task) if task.agent_id != *agent_id => {
@@ -292,7 +284,7 @@ impl Master {
             Some(_) => self.apply_status(&key, status, now),
             None => {
                 tracing::warn!(agent = %agent_id, task = %status.task_id, "update for a task the master does not know");
-                let agent = &self.agents[&agent_id.value];
+                let Some(agent) = self.agents.get(&agent_id.value) else { return Err(not_subscribed()) };
                 if status.state.is_terminal() {
                     if let Some(uuid) = status.uuid {
                         agent.send(&agent_api::Event::acknowledged(agent_api::Acknowledged {
@@ -313,29 +305,6 @@ impl Master {
         Ok(())
     }
 
-    /// A new state of a known task: books it, frees resources if terminal,
-    /// and queues the update for the framework.
-    pub(super) fn apply_status(&mut self, key: &TaskKey, status: mpiswarm_mesos::TaskStatus, now: Duration) {
-        let Some(task) = self.tasks.get_mut(key) else { return };
-        // An agent re-sends an update whose 202 it did not see: same uuid, same update.
-        if status.uuid.is_some() && task.pending.iter().any(|p| p.uuid == status.uuid) {
-            tracing::debug!(task = %key.1, "duplicate update ignored");
-            return;
-        }
-        let was_terminal = task.state.is_terminal();
-        if was_terminal && task.state != status.state {
-            tracing::debug!(task = %key.1, "update after a terminal state ignored");
-            return;
-        }
-        task.state = status.state;
-        task.latest = status.clone();
-        task.latest.uuid = None;
-        if status.state.is_terminal() && !was_terminal {
-            self.release_task_resources(key, now);
-        }
-        self.enqueue_update(key, status, now);
-    }
-
     /// The agent is gone: its tasks are LOST (UNREACHABLE for
     /// partition-aware frameworks) and every framework gets FAILURE.
     pub fn remove_agent(&mut self, id: &str, now: Duration, why: &str) {
@@ -344,16 +313,17 @@ impl Master {
         let keys: Vec<TaskKey> =
             self.tasks.iter().filter(|(_, t)| t.agent_id.value == id).map(|(k, _)| k.clone()).collect();
         for key in keys {
-            let task = &self.tasks[&key];
+            let Some(task) = self.tasks.get(&key) else { continue };
             if !task.state.is_terminal() {
                 let partition_aware = self.frameworks.get(&key.0).is_some_and(Framework::partition_aware);
                 let state = if partition_aware { TaskState::Unreachable } else { TaskState::Lost };
-                let status = master_status(
+                let status = self.master_status(
                     &task.info.task_id,
                     Some(&task.agent_id),
                     state,
                     Reason::ReasonAgentRemoved,
                     format!("Agent {id} was lost: {why}"),
+                    now,
                 );
                 self.send_master_status(&key, status, state);
             }
@@ -362,8 +332,8 @@ impl Master {
         self.executors.retain(|(a, _, _), _| a != id);
         self.allocator.remove_agent(id);
         self.agents.remove(id);
-        self.registry.state.agent_removed(id);
-        self.save_registry();
+        self.registry.agent_removed(id);
+        self.persist_registry();
         self.counters.agents_removed += 1;
         self.broadcast_failure(id);
     }

@@ -1,11 +1,13 @@
 //! Frameworks: SUBSCRIBE, failover, removal, and the calls that are not
 //! about offers (KILL, SHUTDOWN, ACKNOWLEDGE, RECONCILE, MESSAGE, REVIVE,
-//! SUPPRESS, TEARDOWN). HTTP-level validation happened before; semantic
-//! problems become status updates, as in Mesos.
+//! SUPPRESS, TEARDOWN, UPDATE_FRAMEWORK). Calls arrive checked
+//! ([`crate::validation`]), their sub-messages in their types; semantic
+//! problems become status updates, as in Mesos. Never parses HTTP.
 
-use super::{CallError, Connection, Framework, Master, Opened, master_status, validate_role};
-use mpiswarm_mesos::scheduler::{Acknowledge, Call, CallType, Event, Kill, Reconcile, Shutdown};
-use mpiswarm_mesos::{AgentId, FrameworkId, MasterInfo, Reason, TaskState, agent_api};
+use super::{CallError, Connection, Framework, Master, Opened};
+use crate::validation::FrameworkCall;
+use mpiswarm_mesos::scheduler::{Acknowledge, Event, Kill, Reconcile, Shutdown, Subscribe};
+use mpiswarm_mesos::{AgentId, FrameworkId, MasterInfo, Reason, TaskState, agent_api, validate_role};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -21,7 +23,7 @@ impl Master {
             id: self.master_id.clone(),
             ip,
             port: u32::from(self.config.port),
-            pid: Some(format!("master@{}:{}", self.config.hostname, self.config.port)),
+            pid: Some(self.config.pid()),
             hostname: Some(self.config.hostname.clone()),
             version: Some(super::MESOS_VERSION.to_owned()),
             address: Some(mpiswarm_mesos::Address {
@@ -32,11 +34,9 @@ impl Master {
         }
     }
 
-    /// SUBSCRIBE (already checked: `subscribe` present, ids consistent).
-    /// Like Mesos, problems with the FrameworkInfo arrive as an ERROR event
-    /// on an otherwise empty stream.
-    pub fn subscribe_framework(&mut self, call: Call, now: Duration) -> Opened {
-        let subscribe = call.subscribe.expect("validated by the HTTP layer");
+    /// SUBSCRIBE. Like Mesos, problems with the FrameworkInfo arrive as an
+    /// ERROR event on an otherwise empty stream.
+    pub fn subscribe_framework(&mut self, subscribe: Subscribe, now: Duration) -> Opened {
         let mut info = subscribe.framework_info;
         let (conn, events) = Connection::open();
         let stream_id = conn.stream_id.clone();
@@ -46,7 +46,7 @@ impl Master {
             drop(conn);
         };
         if let Some(err) = roles.iter().find_map(|r| validate_role(r).err()) {
-            refuse(conn, err);
+            refuse(conn, err.to_string());
             return Opened { id: String::new(), stream_id, events };
         }
         if let Some(bad) = subscribe.suppressed_roles.iter().find(|r| !roles.contains(r)) {
@@ -54,7 +54,7 @@ impl Master {
             return Opened { id: String::new(), stream_id, events };
         }
         let id = match &info.id {
-            Some(id) if self.registry.state.removed_frameworks.contains(&id.value) => {
+            Some(id) if self.registry.removed_frameworks.contains(&id.value) => {
                 refuse(conn, "Framework has been removed".to_owned());
                 return Opened { id: id.value.clone(), stream_id, events };
             }
@@ -80,8 +80,8 @@ impl Master {
         fw.recovered = false;
         self.allocator.add_framework(&id, &roles, &subscribe.suppressed_roles);
         self.allocator.set_framework_active(&id, true);
-        self.registry.state.frameworks.insert(id.clone(), info);
-        self.save_registry();
+        self.registry.frameworks.insert(id.clone(), info);
+        self.persist_registry();
         let subscribed =
             Event::subscribed(FrameworkId::new(&id), self.config.heartbeat_interval.as_secs_f64(), self.master_info());
         if let Some(fw) = self.frameworks.get(&id) {
@@ -133,19 +133,22 @@ impl Master {
         }
         self.allocator.remove_framework(id);
         self.frameworks.remove(id);
-        self.registry.state.framework_removed(id);
-        self.save_registry();
+        self.registry.framework_removed(id);
+        self.persist_registry();
         self.counters.frameworks_removed += 1;
         tracing::info!(framework = %id, "framework removed");
     }
 
     /// Any call but SUBSCRIBE, after the Mesos checks of framework id,
     /// subscription and stream id.
-    pub fn framework_call(&mut self, call: Call, stream_id: Option<&str>, now: Duration) -> Result<(), CallError> {
-        crate::validation::validate_call(&call)
-            .map_err(|e| CallError::bad_request(format!("Failed to validate scheduler::Call: {e}")))?;
-        let kind = call.kind.expect("validated");
-        let id = call.framework_id.as_ref().map(|f| f.value.clone()).expect("validated");
+    pub fn framework_call(
+        &mut self,
+        framework_id: &FrameworkId,
+        call: FrameworkCall,
+        stream_id: Option<&str>,
+        now: Duration,
+    ) -> Result<(), CallError> {
+        let id = framework_id.value.clone();
         let fw = self.frameworks.get(&id).ok_or_else(|| CallError::bad_request("Framework cannot be found"))?;
         let conn = fw.conn.as_ref().ok_or_else(|| CallError::forbidden("Framework is not subscribed"))?;
         match stream_id {
@@ -161,24 +164,19 @@ impl Master {
             }
             Some(_) => {}
         }
-        match kind {
-            CallType::Accept => self.accept(&id, call.accept.expect("checked"), now),
-            CallType::Decline => self.decline(&id, call.decline.expect("checked"), now),
-            CallType::Revive => {
-                let roles = call.revive.map(|r| r.roles).unwrap_or_default();
+        match call {
+            FrameworkCall::Accept(accept) => self.accept(&id, accept, now),
+            FrameworkCall::Decline(decline) => self.decline(&id, decline, now),
+            FrameworkCall::Revive(roles) => {
                 self.allocator.revive(&id, &roles);
                 self.allocate(now, None);
             }
-            CallType::Suppress => {
-                let roles = call.suppress.map(|r| r.roles).unwrap_or_default();
-                self.allocator.suppress(&id, &roles);
-            }
-            CallType::Kill => self.kill(&id, call.kill.expect("checked"), now),
-            CallType::Shutdown => self.shutdown_executor(&id, call.shutdown.expect("checked")),
-            CallType::Acknowledge => self.acknowledge(&id, call.acknowledge.expect("checked"), now),
-            CallType::Reconcile => self.reconcile(&id, call.reconcile.expect("checked")),
-            CallType::Message => {
-                let m = call.message.expect("checked");
+            FrameworkCall::Suppress(roles) => self.allocator.suppress(&id, &roles),
+            FrameworkCall::Kill(kill) => self.kill(&id, kill, now),
+            FrameworkCall::Shutdown(shutdown) => self.shutdown_executor(&id, shutdown),
+            FrameworkCall::Acknowledge(ack) => self.acknowledge(&id, ack, now),
+            FrameworkCall::Reconcile(reconcile) => self.reconcile(&id, reconcile, now),
+            FrameworkCall::Message(m) => {
                 if let Some(a) = self.agents.get(&m.agent_id.value) {
                     a.send(&agent_api::Event::message(agent_api::Message {
                         framework_id: FrameworkId::new(&id),
@@ -187,41 +185,36 @@ impl Master {
                     }));
                 }
             }
-            CallType::Teardown => self.remove_framework(&id, now),
-            CallType::UpdateFramework => {
-                let update = call.update_framework.expect("checked");
-                let roles = update.framework_info.effective_roles();
-                if let Some(err) = roles.iter().find_map(|r| validate_role(r).err()) {
-                    return Err(CallError::bad_request(err));
-                }
-                if let Some(fw) = self.frameworks.get_mut(&id) {
-                    fw.info = update.framework_info.clone();
-                    fw.info.id = Some(FrameworkId::new(&id));
-                    fw.roles = roles.clone();
-                    self.registry.state.frameworks.insert(id.clone(), fw.info.clone());
-                }
-                self.save_registry();
-                self.allocator.add_framework(&id, &roles, &update.suppressed_roles);
-                self.allocator.set_framework_active(&id, true);
-            }
+            FrameworkCall::Teardown => self.remove_framework(&id, now),
+            FrameworkCall::UpdateFramework(update) => self.update_framework(&id, update)?,
             // Mesos' allocator ignores REQUEST; inverse offers and operation
             // feedback have nothing to act on here.
-            CallType::Request
-            | CallType::AcceptInverseOffers
-            | CallType::DeclineInverseOffers
-            | CallType::AcknowledgeOperationStatus
-            | CallType::ReconcileOperations => {}
-            CallType::Unknown => {
+            FrameworkCall::Ignored(_) => {}
+            FrameworkCall::Unknown => {
                 return Err(CallError { status: 501, message: "Received an unexpected 'UNKNOWN' call".into() });
-            }
-            CallType::Subscribe => {
-                return Err(CallError::bad_request("SUBSCRIBE is handled before framework calls"));
             }
         }
         Ok(())
     }
 
-    fn kill(&mut self, fw: &str, kill: Kill, _now: Duration) {
+    fn update_framework(&mut self, id: &str, update: Subscribe) -> Result<(), CallError> {
+        let roles = update.framework_info.effective_roles();
+        if let Some(err) = roles.iter().find_map(|r| validate_role(r).err()) {
+            return Err(CallError::bad_request(err.to_string()));
+        }
+        if let Some(fw) = self.frameworks.get_mut(id) {
+            fw.info = update.framework_info;
+            fw.info.id = Some(FrameworkId::new(id));
+            fw.roles = roles.clone();
+            self.registry.frameworks.insert(id.to_owned(), fw.info.clone());
+        }
+        self.persist_registry();
+        self.allocator.add_framework(id, &roles, &update.suppressed_roles);
+        self.allocator.set_framework_active(id, true);
+        Ok(())
+    }
+
+    fn kill(&mut self, fw: &str, kill: Kill, now: Duration) {
         let key = (fw.to_owned(), kill.task_id.value.clone());
         match self.tasks.get_mut(&key) {
             Some(task) if task.state.is_terminal() => {}
@@ -236,25 +229,16 @@ impl Master {
                 task.kill_requested = !delivered;
             }
             None => {
-                let status = master_status(
+                let status = self.master_status(
                     &kill.task_id,
                     kill.agent_id.as_ref(),
                     self.unknown_task_state(fw),
                     Reason::ReasonReconciliation,
                     format!("Cannot kill task '{}': it is unknown to the master", kill.task_id),
+                    now,
                 );
-                if let Some(f) = self.frameworks.get(fw) {
-                    f.send(&Event::update(status));
-                }
+                self.send_status(fw, status);
             }
-        }
-    }
-
-    fn unknown_task_state(&self, fw: &str) -> TaskState {
-        if self.frameworks.get(fw).is_some_and(Framework::partition_aware) {
-            TaskState::Unknown
-        } else {
-            TaskState::Lost
         }
     }
 
@@ -292,7 +276,7 @@ impl Master {
         }
     }
 
-    fn reconcile(&mut self, fw: &str, reconcile: Reconcile) {
+    fn reconcile(&mut self, fw: &str, reconcile: Reconcile, now: Duration) {
         let Some(framework) = self.frameworks.get(fw) else { return };
         let mut statuses = Vec::new();
         let reconciled = |mut s: mpiswarm_mesos::TaskStatus| {
@@ -313,25 +297,32 @@ impl Master {
                     statuses.push(reconciled(t.latest.clone()));
                     continue;
                 }
-                // An agent that is away but not yet lost: no answer yet, as in Mesos.
-                let agent_away =
-                    rt.agent_id.as_ref().and_then(|a| self.agents.get(&a.value)).is_some_and(|a| a.conn.is_none());
-                if agent_away || self.is_recovering() {
+                // An agent that is away but not yet lost, or one the registry
+                // lists that has not re-registered since a restart: no answer
+                // yet, as in Mesos. Without an agent id, no answer while any
+                // registered agent is still awaited: the task may be on it.
+                let agent_away = match &rt.agent_id {
+                    Some(a) => {
+                        self.agents.get(&a.value).is_some_and(|a| a.conn.is_none()) || self.is_awaiting_agent(&a.value)
+                    }
+                    None => self.is_recovering(),
+                };
+                if agent_away {
                     continue;
                 }
                 let state = if framework.partition_aware() {
-                    let removed =
-                        rt.agent_id.as_ref().is_some_and(|a| self.registry.state.removed_agents.contains(&a.value));
+                    let removed = rt.agent_id.as_ref().is_some_and(|a| self.registry.removed_agents.contains(&a.value));
                     if removed { TaskState::Unreachable } else { TaskState::Unknown }
                 } else {
                     TaskState::Lost
                 };
-                statuses.push(master_status(
+                statuses.push(self.master_status(
                     &rt.task_id,
                     rt.agent_id.as_ref(),
                     state,
                     Reason::ReasonReconciliation,
                     "Reconciliation: task is unknown to the master".to_owned(),
+                    now,
                 ));
             }
         }

@@ -3,7 +3,8 @@
 //! on timeout. Invalid offers or tasks never produce an HTTP error; they
 //! produce TASK_LOST / TASK_ERROR updates, as in Mesos.
 
-use super::{ExecutorEntry, Master, OfferEntry, Task, TaskKey, master_status};
+use super::books::TaskKey;
+use super::{ExecutorEntry, Master, OfferEntry, Task};
 use mpiswarm_mesos::offer::OperationType;
 use mpiswarm_mesos::quantities::Quantities;
 use mpiswarm_mesos::resources::AllocationInfo;
@@ -25,9 +26,6 @@ fn refuse_duration(filters: Option<&Filters>) -> Duration {
 impl Master {
     /// Runs the allocator and sends the resulting offers.
     pub fn allocate(&mut self, now: Duration, agents: Option<&[String]>) {
-        if self.is_recovering() {
-            return;
-        }
         let span = tracing::debug_span!("allocation_cycle", agents = agents.map_or(0, <[String]>::len));
         let _entered = span.enter();
         let started = std::time::Instant::now();
@@ -38,14 +36,14 @@ impl Master {
         self.last_allocation = now;
         let mut by_framework: BTreeMap<String, Vec<Offer>> = BTreeMap::new();
         for a in allocations {
-            let connected = self.frameworks.get(&a.framework).is_some_and(|f| f.conn.is_some());
-            if !connected || !self.agents.contains_key(&a.agent) {
+            // Taken first (ids are cheap): one goes unused when the allocation goes back.
+            let id = self.next_id("O");
+            let connected = self.frameworks.get(&a.framework).filter(|f| f.conn.is_some());
+            let (Some(framework), Some(agent)) = (connected, self.agents.get(&a.agent)) else {
                 self.allocator.recover(&a.framework, &a.role, &a.agent, &a.resources, None, now);
                 continue;
-            }
-            let id = self.next_id("O");
-            let agent = &self.agents[&a.agent];
-            let multi_role = self.frameworks.get(&a.framework).is_some_and(super::Framework::multi_role);
+            };
+            let multi_role = framework.multi_role();
             let role_tag = multi_role.then_some(a.role.as_str());
             let executor_ids = self
                 .executors
@@ -58,7 +56,7 @@ impl Master {
                 framework_id: FrameworkId::new(&a.framework),
                 agent_id: agent.id.clone(),
                 hostname: agent.info.hostname.clone(),
-                url: None,
+                url: agent.url(),
                 domain: None,
                 resources: a.resources.to_resources(role_tag),
                 attributes: agent.info.attributes.clone(),
@@ -132,12 +130,6 @@ impl Master {
         }
     }
 
-    fn send_status(&self, fw: &str, status: TaskStatus) {
-        if let Some(f) = self.frameworks.get(fw) {
-            f.send(&Event::update(status));
-        }
-    }
-
     fn tasks_of(accept: &Accept) -> Vec<&TaskInfo> {
         accept
             .operations
@@ -153,9 +145,6 @@ impl Master {
     /// Checks the offers of an ACCEPT: all known, all this framework's, all
     /// on one agent and for one role.
     fn validate_offers(&self, fw: &str, offer_ids: &[OfferId]) -> Result<(String, String), String> {
-        if offer_ids.is_empty() {
-            return Err("No offers specified".into());
-        }
         let mut seen = std::collections::HashSet::new();
         let mut target: Option<(String, String)> = None;
         for id in offer_ids {
@@ -177,7 +166,7 @@ impl Master {
                 Some(_) => {}
             }
         }
-        let (agent, role) = target.expect("at least one offer");
+        let Some((agent, role)) = target else { return Err("No offers specified".into()) };
         if self.agents.get(&agent).is_none_or(|a| a.conn.is_none()) {
             return Err(format!("Agent {agent} is not connected"));
         }
@@ -201,12 +190,13 @@ impl Master {
                     TaskState::Lost
                 };
                 for task in Self::tasks_of(&accept) {
-                    let status = master_status(
+                    let status = self.master_status(
                         &task.task_id,
                         Some(&task.agent_id),
                         state,
                         Reason::ReasonInvalidOffers,
                         format!("Task launched with invalid offers: {error}"),
+                        now,
                     );
                     self.send_status(fw, status);
                 }
@@ -229,7 +219,7 @@ impl Master {
                                 available.subtract(&q);
                                 self.launch_task(fw, &role, &agent, task.clone(), q);
                             }
-                            Err(message) => self.task_error(fw, task, Reason::ReasonTaskInvalid, message),
+                            Err(message) => self.task_error(fw, task, Reason::ReasonTaskInvalid, message, now),
                         }
                     }
                 }
@@ -251,17 +241,17 @@ impl Master {
                                 available.subtract(&q);
                                 tasks.push(self.book_task(fw, &role, &agent, task.clone(), Some(&executor), q));
                             }
-                            let event = agent_api::Event::launch_group(agent_api::LaunchGroup {
+                            let launch = agent_api::LaunchGroup {
                                 framework_id: FrameworkId::new(fw),
-                                framework_info: self.frameworks[fw].info.clone(),
+                                framework_info: self.framework_info(fw),
                                 executor_info: with_role(executor, &role),
                                 task_group: mpiswarm_mesos::TaskGroupInfo { tasks },
-                            });
-                            self.agents[&agent].send(&event);
+                            };
+                            self.send_to_agent(&agent, &agent_api::Event::launch_group(launch));
                         }
                         Err(message) => {
                             for task in &group.task_group.tasks {
-                                self.task_error(fw, task, Reason::ReasonTaskGroupInvalid, message.clone());
+                                self.task_error(fw, task, Reason::ReasonTaskGroupInvalid, message.clone(), now);
                             }
                         }
                     }
@@ -276,9 +266,27 @@ impl Master {
         self.allocator.recover(fw, &role, &agent, &available, Some(refuse), now);
     }
 
-    fn task_error(&self, fw: &str, task: &TaskInfo, reason: Reason, message: String) {
-        let status = master_status(&task.task_id, Some(&task.agent_id), TaskState::Error, reason, message);
+    fn task_error(&self, fw: &str, task: &TaskInfo, reason: Reason, message: String, now: Duration) {
+        let status = self.master_status(&task.task_id, Some(&task.agent_id), TaskState::Error, reason, message, now);
         self.send_status(fw, status);
+    }
+
+    /// The FrameworkInfo agents get with a launch (the framework may have
+    /// been removed meanwhile: then the one the launch was accepted under is
+    /// gone too, and a bare info with the id is all there is).
+    fn framework_info(&self, fw: &str) -> mpiswarm_mesos::FrameworkInfo {
+        self.frameworks.get(fw).map(|f| f.info.clone()).unwrap_or_else(|| {
+            let mut info = mpiswarm_mesos::FrameworkInfo::new("", "", &[]);
+            info.id = Some(FrameworkId::new(fw));
+            info
+        })
+    }
+
+    /// Sends a launch to an agent; one that went away gets the task reported by reconciliation.
+    fn send_to_agent(&self, agent: &str, event: &agent_api::Event) {
+        if !self.agents.get(agent).is_some_and(|a| a.send(event)) {
+            tracing::warn!(agent, "launch not delivered: the agent's stream is closed");
+        }
     }
 
     fn validate_resources(what: &str, resources: &[Resource]) -> Result<Quantities, String> {
@@ -422,12 +430,12 @@ impl Master {
     fn launch_task(&mut self, fw: &str, role: &str, agent: &str, task: TaskInfo, resources: Quantities) {
         tracing::info!(framework = fw, agent, task = %task.task_id, %resources, "launching task");
         let task = self.book_task(fw, role, agent, task, None, resources);
-        let event = agent_api::Event::launch(agent_api::Launch {
+        let launch = agent_api::Launch {
             framework_id: FrameworkId::new(fw),
-            framework_info: self.frameworks[fw].info.clone(),
+            framework_info: self.framework_info(fw),
             task_info: task,
-        });
-        self.agents[agent].send(&event);
+        };
+        self.send_to_agent(agent, &agent_api::Event::launch(launch));
     }
 }
 

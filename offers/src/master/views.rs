@@ -57,6 +57,8 @@ impl Master {
                 json!({
                     "id": a.id.value,
                     "hostname": a.info.hostname,
+                    "port": a.port(),
+                    "pid": a.pid(),
                     "active": a.conn.is_some(),
                     "resources": resources_json(&a.total),
                     "used_resources": resources_json(used),
@@ -146,7 +148,7 @@ impl Master {
         json!({
             "version": super::MESOS_VERSION,
             "id": self.master_id,
-            "pid": format!("master@{}:{}", self.config.hostname, self.config.port),
+            "pid": self.config.pid(),
             "hostname": self.config.hostname,
             "elected_time": 0,
             "uptime_secs": uptime_secs,
@@ -214,6 +216,38 @@ impl Master {
         put("master/frameworks_removed", c.frameworks_removed as f64);
         put("master/slaves_removed", c.agents_removed as f64);
         put("master/invalid_calls", c.invalid_calls as f64);
+        let registry = self.registry_progress();
+        put("registrar/registry_writes", registry.writes as f64);
+        put("registrar/registry_write_failures", registry.failures as f64);
+        put("registrar/registry_failing", f64::from(u8::from(registry.failing().is_some())));
+        put("registrar/queued_operations", self.registry_seq().saturating_sub(registry.attempted) as f64);
         m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{framework_with_stream, task_on, test_master};
+    use super::*;
+
+    #[test]
+    fn resources_read_as_mesos_writes_them() {
+        let q: Quantities = "cpus:2.5;mem:1024;ports:[31000-32000]".parse().unwrap();
+        assert_eq!(resources_json(&q), json!({"cpus": 2.5, "mem": 1024.0, "ports": "[31000-32000]"}));
+    }
+
+    #[test]
+    fn the_state_counts_a_running_task_for_its_framework_and_the_metrics_count_it_running() {
+        let (mut m, _dir) = test_master();
+        let _events = framework_with_stream(&mut m, "F-1");
+        let key = task_on(&mut m, "F-1", "A-1", "t1");
+        if let Some(t) = m.tasks.get_mut(&key) {
+            t.resources = Quantities::scalar("cpus", 1.5);
+        }
+        let state = m.state_json(0.0);
+        assert_eq!(state["frameworks"][0]["used_resources"]["cpus"], 1.5);
+        assert_eq!(state["frameworks"][0]["tasks"][0]["state"], "TASK_RUNNING");
+        assert_eq!(m.metrics_snapshot(0.0)["master/tasks_running"], 1.0);
+        assert_eq!(m.metrics_snapshot(0.0)["registrar/registry_failing"], 0.0);
     }
 }

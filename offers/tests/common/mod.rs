@@ -1,5 +1,6 @@
-//! Test fixtures: an in-process offer layer on a free loopback port, test
-//! agents (`mpiswarm-testkit`), and helpers that await events (with a deadline, never a sleep).
+//! Test fixtures: an in-process offer layer on a loopback port the system
+//! picks, the offer layer as a process, test agents (`mpiswarm-testkit`), and
+//! helpers that await events under one overall deadline each, never a sleep.
 #![allow(dead_code)]
 
 use futures::StreamExt;
@@ -150,17 +151,24 @@ impl Framework {
     }
 }
 
+/// The next event that is not a heartbeat, within one overall deadline
+/// (heartbeats do not extend it).
 pub async fn next_event(events: &mut EventStream<Event>) -> Event {
-    loop {
-        let e = tokio::time::timeout(DEADLINE, events.next())
-            .await
-            .expect("no event within the deadline")
-            .expect("the event stream ended")
-            .expect("a decodable event");
-        if e.kind != EventType::Heartbeat {
-            return e;
+    within("an event other than a heartbeat", async {
+        loop {
+            let e = events.next().await.expect("the event stream ended").expect("a decodable event");
+            if e.kind != EventType::Heartbeat {
+                return e;
+            }
         }
-    }
+    })
+    .await
+}
+
+/// Awaits `fut` within [`DEADLINE`] in all, failing the test with `what` otherwise:
+/// for every loop that waits for several events, so no event can keep it waiting.
+pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(DEADLINE, fut).await.unwrap_or_else(|_| panic!("no {what} within {DEADLINE:?}"))
 }
 
 /// A shell task using `cpus` and `mem` on the offer's agent.
@@ -171,33 +179,74 @@ pub fn task(id: &str, offer: &mpiswarm_mesos::Offer, cpus: f64, mem: f64, comman
     t
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+/// The offer layer as a real process; killed if the test fails half-way.
+pub struct Master {
+    pub child: std::process::Child,
+    /// Where it listens, as it printed it.
+    pub addr: std::net::SocketAddr,
 }
 
-/// The offer layer as a real process; killed if the test fails half-way.
-pub struct Master(pub std::process::Child);
+impl Master {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
 
-impl Drop for Master {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+    /// `kill -9`, and waits for the process to be gone.
+    pub fn kill_9(&mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("the killed process is reaped");
     }
 }
 
-/// Starts the `mpiswarm-offers` binary on 127.0.0.1:`port` with `extra` flags.
-pub fn spawn_binary(port: u16, dir: &std::path::Path, extra: &[&str]) -> Master {
-    Master(
-        std::process::Command::new(env!("CARGO_BIN_EXE_mpiswarm-offers"))
-            .args(["--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
-            .arg(dir)
-            .args(["--allocation-interval", "0.05", "--heartbeat-interval", "0.2", "--agent-reregister-timeout", "60"])
-            .args(extra)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::inherit())
-            .spawn()
-            .expect("the mpiswarm-offers binary starts"),
-    )
+impl Drop for Master {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the `mpiswarm-offers` binary on a port the system picks
+/// (`127.0.0.1:0`, so no port is guessed) with `extra` flags.
+pub fn spawn_binary(dir: &std::path::Path, extra: &[&str]) -> Master {
+    spawn_binary_on("127.0.0.1:0", dir, extra)
+}
+
+/// Starts the binary on `listen` (a restart on the address a killed one had)
+/// and reads the address it prints. Defaults to `--agent-reregister-timeout
+/// 60` unless `extra` sets it.
+pub fn spawn_binary_on(listen: &str, dir: &std::path::Path, extra: &[&str]) -> Master {
+    use std::io::BufRead;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mpiswarm-offers"));
+    cmd.args(["--listen", listen, "--data-dir"]).arg(dir).args([
+        "--allocation-interval",
+        "0.05",
+        "--heartbeat-interval",
+        "0.2",
+    ]);
+    if !extra.contains(&"--agent-reregister-timeout") {
+        cmd.args(["--agent-reregister-timeout", "60"]);
+    }
+    let mut child = cmd
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the mpiswarm-offers binary starts");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Passes the log through to the test's output, and the address on.
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("{line}");
+            if let Some(addr) = line.split("listening on http://").nth(1) {
+                let _ = tx.send(addr.trim().to_owned());
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(DEADLINE)
+        .unwrap_or_else(|e| panic!("mpiswarm-offers printed no 'listening on' line within {DEADLINE:?}: {e}"));
+    Master { child, addr: addr.parse().expect("a socket address") }
 }
 
 /// Waits (with backoff) until the offer layer at `url` answers /health.
@@ -210,4 +259,24 @@ pub async fn healthy(url: &str) {
     mpiswarm_mesos::client::with_backoff(mpiswarm_mesos::client::Backoff::default(), 100, probe)
         .await
         .expect("the offer layer answers");
+}
+
+/// A raw SUBSCRIBE body (MULTI_ROLE, role `mpi`, failover_timeout 60 s).
+pub const SUBSCRIBE: &str = r#"{"type":"SUBSCRIBE","subscribe":{"framework_info":{"user":"root","name":"raw","roles":["mpi"],"capabilities":[{"type":"MULTI_ROLE"}],"failover_timeout":60}}}"#;
+
+/// A POST to the scheduler API of the offer layer at `url`.
+pub fn post(url: &str) -> reqwest::RequestBuilder {
+    reqwest::Client::new().post(format!("{url}/api/v1/scheduler"))
+}
+
+/// Sends `req`; its status and body.
+pub async fn status_of(req: reqwest::RequestBuilder) -> (u16, String) {
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.text().await.unwrap())
+}
+
+/// A JSON POST of `body` to the scheduler API.
+pub fn json_post(url: &str, body: impl Into<String>) -> reqwest::RequestBuilder {
+    post(url).header("Content-Type", "application/json").body(body.into())
 }
