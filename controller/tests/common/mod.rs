@@ -40,7 +40,8 @@ pub struct Stack {
     pub agents: TestAgents,
     /// The real agent's task and data dir, with `Agents::Docker`.
     pub docker_agent: Option<tokio::task::JoinHandle<()>>,
-    pub controller: mpiswarm_controller::Running,
+    /// The in-process controller (none when a test runs controller processes).
+    pub controller: Option<mpiswarm_controller::Running>,
     pub client: kube::Client,
     pub round_log: PathBuf,
     pub dir: tempfile::TempDir,
@@ -90,6 +91,15 @@ impl Stack {
     }
 
     pub async fn start_with(agents: Agents, tweak: impl FnOnce(&mut Settings)) -> Self {
+        Self::start_full(agents, tweak, true).await
+    }
+
+    /// The API server, the offer layer and the agents, but no controller.
+    pub async fn without_controller(agents: Vec<AgentSpec>) -> Self {
+        Self::start_full(Agents::Test(agents), |_| {}, false).await
+    }
+
+    async fn start_full(agents: Agents, tweak: impl FnOnce(&mut Settings), with_controller: bool) -> Self {
         init_tracing();
         let dir = tempfile::tempdir().expect("tempdir");
         let api = mpiswarm_apiserver::start(mpiswarm_apiserver::ApiserverArgs::for_dir(dir.path().join("api")))
@@ -110,9 +120,14 @@ impl Stack {
         let round_log = dir.path().join("rounds.jsonl");
         let mut s = settings(&round_log);
         tweak(&mut s);
-        let controller = mpiswarm_controller::start(client.clone(), options(&offers.url(), s, "test-controller"))
-            .await
-            .expect("controller starts");
+        let controller = match with_controller {
+            true => Some(
+                mpiswarm_controller::start(client.clone(), options(&offers.url(), s, "test-controller"))
+                    .await
+                    .expect("controller starts"),
+            ),
+            false => None,
+        };
         Self { api, offers, agents, docker_agent, controller, client, round_log, dir }
     }
 
