@@ -24,12 +24,8 @@ use crate::plan::{self, LaunchContext, TaskPlan};
 use crate::store::{Store, StoreError, TaskRecord};
 use crate::swarm::Swarm;
 
-/// A status on its way to the offer layer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Outgoing {
-    pub framework_id: FrameworkId,
-    pub status: TaskStatus,
-}
+/// A status on its way to the offer layer (delivered by `mpiswarm_mesos::agent_session`).
+pub use mpiswarm_mesos::agent_session::Outgoing;
 
 #[derive(Debug, Clone)]
 pub struct AgentConfig {

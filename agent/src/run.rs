@@ -1,9 +1,9 @@
 //! `mpiswarm agent`: wires the [`Agent`] to Docker and to the offer layer.
-//! Three loops run side by side: the subscription (SUBSCRIBE, events,
-//! re-subscribe with backoff when the stream ends or falls silent), the
-//! outbox (each status POSTed as UPDATE until the offer layer accepts it),
-//! and the resync (on every Docker event for the agent's containers, and
-//! periodically, so missed events and REJECTED tasks are seen too).
+//! Two things run side by side: the agent session of `mpiswarm_mesos`
+//! (SUBSCRIBE, events, re-subscribe with backoff; each status POSTed as
+//! UPDATE until the offer layer accepts it), and the resync (on every Docker
+//! event for the agent's containers, and periodically, so missed events and
+//! REJECTED tasks are seen too).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,11 +12,13 @@ use std::time::Duration;
 use bollard::query_parameters::EventsOptions;
 use clap::Args;
 use futures::StreamExt;
-use mpiswarm_mesos::agent_api::{AgentInfo, EventType};
-use mpiswarm_mesos::client::{AgentClient, Backoff};
-use tokio::sync::{Notify, mpsc};
+use mpiswarm_mesos::AgentId;
+use mpiswarm_mesos::agent_api::{AgentInfo, Event, ReportedTask};
+use mpiswarm_mesos::agent_session::{self, AgentSide, Outgoing, SessionConfig};
+use mpiswarm_mesos::client::AgentClient;
+use tokio::sync::Notify;
 
-use crate::agent::{Agent, AgentConfig, Outgoing};
+use crate::agent::{Agent, AgentConfig};
 use crate::http::Connection;
 use crate::node::{self, NodeError};
 use crate::store::{Store, StoreError};
@@ -117,97 +119,49 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
 
     let client = AgentClient::new(&args.master, None);
     let _supervisor = supervise(Arc::clone(&agent), docker, resync_every);
-    tokio::spawn(deliver(client.clone(), Arc::clone(&agent), outbox));
     let info = AgentInfo { hostname, id: None, resources, attributes };
-    subscribe_forever(client, agent, info, connection).await;
+    let side = Arc::new(Session { agent, info, connection });
+    agent_session::run(client, side, outbox, SessionConfig::default()).await;
     Ok(())
 }
 
-async fn subscribe_forever<S: Swarm + 'static>(
-    client: AgentClient,
+/// The agent as the shared subscribe / UPDATE loop sees it.
+struct Session<S: Swarm> {
     agent: Arc<Agent<S>>,
+    /// Hostname, resources and attributes; the id is the agent's.
     info: AgentInfo,
     connection: Arc<Connection>,
-) {
-    let backoff = Backoff { initial: Duration::from_millis(200), max: Duration::from_secs(10) };
-    let mut attempt = 0;
-    loop {
-        let info = AgentInfo { id: agent.agent_id(), ..info.clone() };
-        match client.subscribe(info, agent.reported_tasks()).await {
-            Ok(mut sub) => {
-                attempt = 0;
-                if let Err(e) = agent.set_agent_id(sub.subscribed.agent_id.clone()) {
-                    tracing::error!(error = %e, "cannot persist the agent id; a restart will register a new agent");
-                }
-                tracing::info!(agent_id = %sub.subscribed.agent_id, "subscribed");
-                connection.subscribed.store(true, Ordering::Relaxed);
-                let silence = Duration::from_secs_f64(sub.subscribed.heartbeat_interval_seconds.max(1.0) * 3.0);
-                loop {
-                    match tokio::time::timeout(silence, sub.events.next()).await {
-                        Ok(Some(Ok(event))) => {
-                            let is_error = event.kind == EventType::Error;
-                            agent.handle(event);
-                            if is_error {
-                                break;
-                            }
-                        }
-                        Ok(Some(Err(e))) => {
-                            tracing::warn!(error = %e, "event stream broken; re-subscribing");
-                            break;
-                        }
-                        Ok(None) => {
-                            tracing::warn!("event stream ended; re-subscribing");
-                            break;
-                        }
-                        Err(_) => {
-                            tracing::warn!(?silence, "no event (not even a heartbeat); re-subscribing");
-                            break;
-                        }
-                    }
-                }
-                connection.subscribed.store(false, Ordering::Relaxed);
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, attempt, "SUBSCRIBE failed; retrying");
-                tokio::time::sleep(backoff.delay(attempt)).await;
-                attempt = attempt.saturating_add(1);
-            }
-        }
-    }
 }
 
-/// POSTs each status in order, retrying until the offer layer takes it. A
-/// 400 means the offer layer will never take it; that is logged and dropped.
-async fn deliver<S: Swarm + 'static>(
-    client: AgentClient,
-    agent: Arc<Agent<S>>,
-    mut outbox: mpsc::UnboundedReceiver<Outgoing>,
-) {
-    let backoff = Backoff { initial: Duration::from_millis(100), max: Duration::from_secs(5) };
-    while let Some(item) = outbox.recv().await {
-        let mut attempt = 0;
-        loop {
-            let Some(agent_id) = agent.agent_id() else {
-                tokio::time::sleep(backoff.delay(attempt)).await;
-                attempt += 1;
-                continue;
-            };
-            match client.update(&agent_id, &item.framework_id, item.status.clone()).await {
-                Ok(()) => {
-                    agent.counters.status_updates.inc();
-                    break;
-                }
-                Err(e) if e.status() == Some(400) => {
-                    tracing::error!(error = %e, task = %item.status.task_id, "offer layer refused an update");
-                    break;
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, attempt, "UPDATE not accepted yet; retrying");
-                    tokio::time::sleep(backoff.delay(attempt)).await;
-                    attempt = attempt.saturating_add(1);
-                }
-            }
+impl<S: Swarm + 'static> AgentSide for Session<S> {
+    fn agent_info(&self) -> AgentInfo {
+        AgentInfo { id: self.agent.agent_id(), ..self.info.clone() }
+    }
+
+    fn agent_id(&self) -> Option<AgentId> {
+        self.agent.agent_id()
+    }
+
+    fn reported_tasks(&self) -> Vec<ReportedTask> {
+        self.agent.reported_tasks()
+    }
+
+    fn subscribed(&self, agent_id: &AgentId) {
+        if let Err(e) = self.agent.set_agent_id(agent_id.clone()) {
+            tracing::error!(error = %e, "cannot persist the agent id; a restart will register a new agent");
         }
+    }
+
+    fn handle(&self, event: Event) {
+        self.agent.handle(event);
+    }
+
+    fn connected(&self, up: bool) {
+        self.connection.subscribed.store(up, Ordering::Relaxed);
+    }
+
+    fn delivered(&self, _update: &Outgoing) {
+        self.agent.counters.status_updates.inc();
     }
 }
 

@@ -112,13 +112,11 @@ impl World {
         self.framework.id.as_ref().unwrap()
     }
 
+    /// The next event that is not a heartbeat. No deadline of its own:
+    /// heartbeats would keep extending it; its callers have one overall.
     async fn next_event(&mut self) -> Event {
         loop {
-            let e = tokio::time::timeout(DEADLINE, self.events.next())
-                .await
-                .expect("no scheduler event within the deadline")
-                .expect("the scheduler stream ended")
-                .expect("a decodable event");
+            let e = self.events.next().await.expect("the scheduler stream ended").expect("a decodable event");
             if e.kind != EventType::Heartbeat {
                 return e;
             }
@@ -126,15 +124,18 @@ impl World {
     }
 
     async fn offer(&mut self) -> Offer {
-        loop {
-            let e = self.next_event().await;
-            if let Some(offers) = e.offers {
-                let offer = offers.offers.into_iter().next().expect("an offer");
-                self.agent.owns(&offer.agent_id.value);
-                return offer;
+        let wait = async {
+            loop {
+                let e = self.next_event().await;
+                if let Some(offers) = e.offers {
+                    return offers.offers.into_iter().next().expect("an offer");
+                }
+                self.backlog.push_back(e);
             }
-            self.backlog.push_back(e);
-        }
+        };
+        let offer = within("an offer", wait).await;
+        self.agent.owns(&offer.agent_id.value);
+        offer
     }
 
     /// The next UPDATE of `task`, acknowledged.
@@ -142,15 +143,20 @@ impl World {
         let found = self.backlog.iter().position(|e| e.update.as_ref().is_some_and(|u| &u.status.task_id == task));
         let status = match found {
             Some(i) => self.backlog.remove(i).unwrap().update.unwrap().status,
-            None => loop {
-                let e = self.next_event().await;
-                if let Some(u) = e.update.as_ref()
-                    && &u.status.task_id == task
-                {
-                    break e.update.unwrap().status;
-                }
-                self.backlog.push_back(e);
-            },
+            None => {
+                let wait = async {
+                    loop {
+                        let e = self.next_event().await;
+                        if let Some(u) = e.update.as_ref()
+                            && &u.status.task_id == task
+                        {
+                            break e.update.unwrap().status;
+                        }
+                        self.backlog.push_back(e);
+                    }
+                };
+                within(&format!("an update of {task}"), wait).await
+            }
         };
         if let (Some(agent), Some(uuid)) = (status.agent_id.clone(), status.uuid.clone()) {
             let ack = Call::acknowledge(self.framework_id(), agent, status.task_id.clone(), uuid);
@@ -160,13 +166,16 @@ impl World {
     }
 
     async fn until_state(&mut self, task: &TaskId, state: TaskState) -> TaskStatus {
-        loop {
-            let s = self.update(task).await;
-            if s.state == state {
-                return s;
+        let wait = async {
+            loop {
+                let s = self.update(task).await;
+                if s.state == state {
+                    return s;
+                }
+                assert!(!s.state.is_terminal(), "{task} ended {:?}: {:?} (waiting for {state:?})", s.state, s.message);
             }
-            assert!(!s.state.is_terminal(), "{task} ended {:?}: {:?} (waiting for {state:?})", s.state, s.message);
-        }
+        };
+        within(&format!("{task} in {state:?}"), wait).await
     }
 
     async fn accept(&self, offer: &Offer, operation: Operation) {
@@ -207,6 +216,12 @@ impl World {
             support::wait_for_docker_event(&docker, Duration::from_secs(2)).await;
         }
     }
+}
+
+/// `fut`, failing the test if it takes longer than [`DEADLINE`] in all
+/// (events and heartbeats on the way do not extend it).
+async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(DEADLINE, fut).await.unwrap_or_else(|_| panic!("no {what} within {DEADLINE:?}"))
 }
 
 /// The offer layer in-process on a free loopback port, and the agent binary

@@ -18,6 +18,9 @@ use tokio::sync::mpsc;
 
 pub const RANK_IMAGE: &str = mpiswarm_agent::images::RANK_IMAGE;
 
+/// Generous: a container start on this small shared machine takes seconds.
+pub const STATUS_DEADLINE: Duration = Duration::from_secs(120);
+
 pub struct Harness {
     pub agent: Arc<Agent<DockerSwarm>>,
     pub statuses: mpsc::UnboundedReceiver<Outgoing>,
@@ -126,33 +129,46 @@ impl Harness {
         self.agent.launch(self.framework_id.clone(), &self.framework_info(), Some(executor), tasks).await;
     }
 
-    /// The next status of `task`, skipping other tasks' statuses.
+    /// The next status of `task`, skipping other tasks' statuses, within
+    /// one overall deadline (other tasks' statuses do not extend it).
     pub async fn next_status(&mut self, task: &TaskId) -> mpiswarm_mesos::TaskStatus {
         if let Some(i) = self.stash.iter().position(|o| &o.status.task_id == task) {
             return self.stash.remove(i).expect("position is in range").status;
         }
-        loop {
-            let item = tokio::time::timeout(Duration::from_secs(120), self.statuses.recv())
-                .await
-                .unwrap_or_else(|_| panic!("no status for {task} within 120 s"))
-                .expect("agent outbox closed");
-            if &item.status.task_id == task {
-                return item.status;
+        let wait = async {
+            loop {
+                let item = self.statuses.recv().await.expect("agent outbox closed");
+                if &item.status.task_id == task {
+                    return item.status;
+                }
+                self.stash.push_back(item);
             }
-            self.stash.push_back(item);
-        }
+        };
+        tokio::time::timeout(STATUS_DEADLINE, wait)
+            .await
+            .unwrap_or_else(|_| panic!("no status for {task} within {STATUS_DEADLINE:?}"))
     }
 
     /// Statuses of `task` until one in `state` (returned), asserting that
-    /// none is terminal before it.
+    /// none is terminal before it; one overall deadline.
     pub async fn wait_for(&mut self, task: &TaskId, state: TaskState) -> mpiswarm_mesos::TaskStatus {
-        loop {
-            let s = self.next_status(task).await;
-            if s.state == state {
-                return s;
+        let wait = async {
+            loop {
+                let s = self.next_status(task).await;
+                if s.state == state {
+                    return s;
+                }
+                assert!(
+                    !s.state.is_terminal(),
+                    "{task} ended {:?} ({:?}) while waiting for {state:?}",
+                    s.state,
+                    s.message
+                );
             }
-            assert!(!s.state.is_terminal(), "{task} ended {:?} ({:?}) while waiting for {state:?}", s.state, s.message);
-        }
+        };
+        tokio::time::timeout(STATUS_DEADLINE, wait)
+            .await
+            .unwrap_or_else(|_| panic!("{task} not {state:?} within {STATUS_DEADLINE:?}"))
     }
 
     /// Names of this agent's services, networks, secrets and configs, by CLI.
