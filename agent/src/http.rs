@@ -74,6 +74,11 @@ async fn metrics<S: Swarm + 'static>(State(e): State<Arc<Endpoints<S>>>) -> Resp
     registry.register("resyncs", "Full comparisons with Swarm", c.resyncs.clone());
     registry.register("objects_removed", "Networks, secrets and configs garbage-collected", c.objects_removed.clone());
     registry.register(
+        "store_errors",
+        "Writes to the data directory that failed (task records, agent id)",
+        c.store_errors.clone(),
+    );
+    registry.register(
         "orphans_removed",
         "Services no task owned, removed after the grace period",
         c.orphans_removed.clone(),

@@ -8,26 +8,40 @@
 //! - [`swarm`]: the Docker operations used, as a trait, over bollard;
 //! - [`launch`]: group launch with rollback, and garbage collection;
 //! - [`observe`]: Swarm task state -> Mesos task state;
-//! - [`agent`]: the bookkeeping between events, Swarm and statuses;
+//! - [`agent`]: the agent's state (tasks, ids, handles, counters);
+//! - [`events`]: what each offer-layer event does;
+//! - [`lifecycle`]: launch (all or nothing), kill, acknowledge;
+//! - [`statuses`]: state changes and the TaskStatus they send;
 //! - [`resync`]: Swarm -> statuses, removal of what ended or nobody owns;
 //! - [`store`]: agent id and task records on disk, for restarts;
+//! - [`writer`]: the one thread that writes the data directory, in order;
+//! - [`locks`]: the one policy for poisoned locks;
+//! - [`watchdog`]: spawned work whose panic ends the process;
 //! - [`node`]: Docker connection, swarm init, resources and attributes;
 //! - [`http`]: `/healthz`, `/readyz`, `/metrics`, `/state`;
 //! - [`run`]: `mpiswarm agent`;
 //! - [`images`]: `mpiswarm images` (the rank image).
 
 pub mod agent;
+pub mod events;
+#[cfg(test)]
+mod fake_swarm;
 pub mod http;
 pub mod images;
 pub mod labels;
 pub mod launch;
+pub mod lifecycle;
+mod locks;
 pub mod node;
 pub mod observe;
 pub mod plan;
 pub mod resync;
 pub mod run;
 pub mod spec;
+pub mod statuses;
 pub mod store;
 pub mod swarm;
+pub mod watchdog;
+pub mod writer;
 
 pub use run::{AgentArgs, AgentError, run};

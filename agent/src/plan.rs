@@ -129,12 +129,11 @@ impl TaskPlan {
                 "container.docker.port_mappings are not supported: tasks talk over their overlay network".into(),
             ));
         }
-        if matches!(docker.network, Some(DockerNetwork::Host | DockerNetwork::Bridge | DockerNetwork::None))
+        if let Some(network @ (DockerNetwork::Host | DockerNetwork::Bridge | DockerNetwork::None)) = docker.network
             && !container.network_infos.is_empty()
         {
             return Err(invalid(format!(
-                "container.docker.network {:?} conflicts with network_infos: use USER networks",
-                docker.network.expect("matched above")
+                "container.docker.network {network:?} conflicts with network_infos: use USER networks"
             )));
         }
 

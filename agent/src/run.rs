@@ -16,6 +16,7 @@ use mpiswarm_mesos::AgentId;
 use mpiswarm_mesos::agent_api::{AgentInfo, Event, ReportedTask};
 use mpiswarm_mesos::agent_session::{self, AgentSide, Outgoing, SessionConfig};
 use mpiswarm_mesos::client::AgentClient;
+use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Notify;
 
 use crate::agent::{Agent, AgentConfig};
@@ -23,6 +24,7 @@ use crate::http::Connection;
 use crate::node::{self, NodeError};
 use crate::store::{Store, StoreError};
 use crate::swarm::{DockerSwarm, Swarm};
+use crate::watchdog::{Panicked, Spawner, watchdog};
 use std::sync::atomic::Ordering;
 
 #[derive(Args, Debug, Clone)]
@@ -74,13 +76,25 @@ pub enum AgentError {
     Listen { addr: std::net::SocketAddr, source: std::io::Error },
     #[error("--{flag} must be a positive number of seconds, got {value}")]
     Seconds { flag: &'static str, value: f64 },
+    #[error("cannot start on the data directory: {0}")]
+    Start(#[from] crate::agent::StartError),
+    #[error("cannot install the SIGTERM handler: {0}")]
+    Signal(std::io::Error),
+    #[error(transparent)]
+    Panicked(#[from] Panicked),
+    #[error("the agent's HTTP server failed: {0}")]
+    Serve(std::io::Error),
+    #[error("{0} stopped unexpectedly")]
+    Stopped(&'static str),
 }
 
 fn seconds(flag: &'static str, value: f64) -> Result<Duration, AgentError> {
     Duration::try_from_secs_f64(value).ok().filter(|d| !d.is_zero()).ok_or(AgentError::Seconds { flag, value })
 }
 
-/// Runs the agent until the process ends.
+/// Runs the agent until SIGTERM or Ctrl-C (then `Ok`, leaving its services
+/// running), or until one of its tasks panics or its server fails (an error
+/// naming it).
 pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let resync_every = seconds("resync-seconds", args.resync_seconds)?;
     let orphan_grace = seconds("orphan-grace-seconds", args.orphan_grace_seconds)?;
@@ -96,7 +110,9 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let hostname = args.hostname.clone().unwrap_or_else(|| facts.hostname.clone());
     let store = Store::open(&args.data_dir)?;
     let config = AgentConfig { orphan_grace, ..AgentConfig::default() };
-    let (agent, outbox) = Agent::new(DockerSwarm { docker: docker.clone() }, node_id.clone(), store, config)?;
+    let (spawner, failures) = watchdog();
+    let (agent, outbox) =
+        Agent::new(DockerSwarm { docker: docker.clone() }, node_id.clone(), store, config, spawner.clone())?;
     tracing::info!(%node_id, %hostname, agent_id = ?agent.agent_id(), master = %args.master, "agent starting");
 
     // Report what is true now, not what was true before the restart.
@@ -111,18 +127,38 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let local = listener.local_addr().map_err(|source| AgentError::Listen { addr: args.listen, source })?;
     tracing::info!(addr = %local, "serving /healthz /readyz /metrics /state");
     let app = crate::http::router(Arc::clone(&agent), Arc::clone(&connection));
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!(error = %e, "the agent's HTTP endpoints stopped");
-        }
-    });
+    let mut server = tokio::spawn(async move { axum::serve(listener, app).await });
 
     let client = AgentClient::new(&args.master, None);
-    let _supervisor = supervise(Arc::clone(&agent), docker, resync_every);
+    let _supervisor = supervise(Arc::clone(&agent), docker, resync_every, &spawner);
     let info = AgentInfo { hostname, id: None, resources, attributes };
-    let side = Arc::new(Session { agent, info, connection });
-    agent_session::run(client, side, outbox, SessionConfig::default()).await;
-    Ok(())
+    let side = Arc::new(Session { agent: Arc::clone(&agent), info, connection });
+    let mut session = tokio::spawn(agent_session::run(client, side, outbox, SessionConfig::default()));
+    let mut term = signal(SignalKind::terminate()).map_err(AgentError::Signal)?;
+    let ended = tokio::select! {
+        _ = tokio::signal::ctrl_c() => Ok(()),
+        _ = term.recv() => Ok(()),
+        p = failures.first() => Err(AgentError::Panicked(p)),
+        served = &mut server => Err(match served {
+            Ok(Ok(())) => AgentError::Stopped("the HTTP server"),
+            Ok(Err(e)) => AgentError::Serve(e),
+            Err(e) => AgentError::Panicked(Panicked { name: "http server".into(), message: e.to_string() }),
+        }),
+        s = &mut session => Err(match s {
+            Ok(()) => AgentError::Stopped("the offer layer session"),
+            Err(e) => AgentError::Panicked(Panicked { name: "offer layer session".into(), message: e.to_string() }),
+        }),
+    };
+    server.abort();
+    session.abort();
+    // Whatever was recorded reaches the disk; running services are left as
+    // they are for the next incarnation to adopt.
+    agent.flush().await;
+    match &ended {
+        Ok(()) => tracing::info!("stopping on a signal; running tasks keep running"),
+        Err(e) => tracing::error!(error = %e, "stopping"),
+    }
+    ended
 }
 
 /// The agent as the shared subscribe / UPDATE loop sees it.
@@ -147,9 +183,7 @@ impl<S: Swarm + 'static> AgentSide for Session<S> {
     }
 
     fn subscribed(&self, agent_id: &AgentId) {
-        if let Err(e) = self.agent.set_agent_id(agent_id.clone()) {
-            tracing::error!(error = %e, "cannot persist the agent id; a restart will register a new agent");
-        }
+        self.agent.set_agent_id(agent_id.clone());
     }
 
     fn handle(&self, event: Event) {
@@ -166,21 +200,26 @@ impl<S: Swarm + 'static> AgentSide for Session<S> {
 }
 
 /// Starts the resync loop, woken by Docker events of managed containers and
-/// every `every`.
+/// every `every`, as watched work of `spawner`.
 /// The loops stop when the returned guard is dropped.
-pub fn supervise<S: Swarm + 'static>(agent: Arc<Agent<S>>, docker: bollard::Docker, every: Duration) -> Supervisor {
+pub fn supervise<S: Swarm + 'static>(
+    agent: Arc<Agent<S>>,
+    docker: bollard::Docker,
+    every: Duration,
+    spawner: &Spawner,
+) -> Supervisor {
     let wake = Arc::new(Notify::new());
     Supervisor {
         tasks: vec![
-            tokio::spawn(watch_docker(docker, Arc::clone(&wake))),
-            tokio::spawn(resync_loop(agent, wake, every)),
+            spawner.spawn("docker event watch", watch_docker(docker, Arc::clone(&wake))),
+            spawner.spawn("resync", resync_loop(agent, wake, every)),
         ],
     }
 }
 
 /// Owns the background loops of [`supervise`]; aborts them when dropped.
 pub struct Supervisor {
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    tasks: Vec<tokio::task::AbortHandle>,
 }
 
 impl Drop for Supervisor {

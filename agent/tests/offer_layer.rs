@@ -575,3 +575,27 @@ fn bad_flags_stop_the_agent_with_a_message_naming_the_value() {
         assert!(stderr.contains(expected), "{flag} {value}: expected '{expected}' in: {stderr}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_the_agent_cleanly_and_it_comes_back_as_the_same_agent() {
+    let mut w = World::start().await;
+    let offer = w.offer().await;
+    let pid = w.agent.child.id().to_string();
+    let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(sent.success(), "kill -TERM {pid}");
+    let exited = within("the agent's exit after SIGTERM", async {
+        loop {
+            if let Some(status) = w.agent.child.try_wait().unwrap() {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(exited.success(), "SIGTERM is a clean stop, not a failure: {exited:?}");
+    let log = std::fs::read_to_string(w.agent.data_dir.path().join("agent.log")).unwrap();
+    assert!(log.contains("stopping on a signal"), "{log}");
+    w.agent.restart();
+    let again = w.offer().await;
+    assert_eq!(again.agent_id, offer.agent_id, "the restarted agent re-registered with its persisted id");
+}

@@ -32,6 +32,8 @@ pub struct Harness {
     stash: std::collections::VecDeque<Outgoing>,
     cleanup: Option<Cleanup>,
     _supervisor: mpiswarm_agent::run::Supervisor,
+    /// The agent's watchdog report, once one of its tasks panicked.
+    panicked: tokio::sync::watch::Receiver<Option<String>>,
 }
 
 /// Fails (never skips) when there is no engine or no rank image: these
@@ -60,8 +62,14 @@ pub async fn restart(data_dir: tempfile::TempDir) -> Harness {
     let agent_id = store.agent_id().unwrap().expect("the data directory holds an agent id").value;
     let agent_id = agent_id.as_str();
     let config = AgentConfig { orphan_grace: Duration::from_secs(3), ..AgentConfig::default() };
-    let (agent, statuses) = Agent::new(DockerSwarm { docker: docker.clone() }, node_id, store, config).unwrap();
-    let supervisor = mpiswarm_agent::run::supervise(Arc::clone(&agent), docker.clone(), Duration::from_millis(500));
+    // A panic in the agent's work fails the test at its next wait for a status.
+    let (spawner, failures) = mpiswarm_agent::watchdog::watchdog();
+    let (panicked_tx, panicked) = tokio::sync::watch::channel(None);
+    tokio::spawn(async move { panicked_tx.send_replace(Some(failures.first().await.to_string())) });
+    let (agent, statuses) =
+        Agent::new(DockerSwarm { docker: docker.clone() }, node_id, store, config, spawner.clone()).unwrap();
+    let supervisor =
+        mpiswarm_agent::run::supervise(Arc::clone(&agent), docker.clone(), Duration::from_millis(500), &spawner);
     Harness {
         agent,
         statuses,
@@ -72,6 +80,7 @@ pub async fn restart(data_dir: tempfile::TempDir) -> Harness {
         stash: std::collections::VecDeque::new(),
         cleanup: Some(Cleanup { agent_id: agent_id.to_owned() }),
         _supervisor: supervisor,
+        panicked,
     }
 }
 
@@ -99,7 +108,10 @@ pub fn ensure_rank_image() {
 impl Harness {
     /// Stops this agent as `kill -9` would (no cleanup of its services) and
     /// hands back its data directory for the next incarnation.
-    pub fn crash(mut self) -> (String, tempfile::TempDir) {
+    pub async fn crash(mut self) -> (String, tempfile::TempDir) {
+        // What the agent recorded before the "crash" is on disk, as it would
+        // be after a real one (the writer fsyncs each record).
+        self.agent.flush().await;
         // Disarm without running the guard: the services must outlive this agent.
         std::mem::forget(self.cleanup.take());
         let agent_id = self.agent_id.clone();
@@ -137,7 +149,12 @@ impl Harness {
         }
         let wait = async {
             loop {
-                let item = self.statuses.recv().await.expect("agent outbox closed");
+                let item = tokio::select! {
+                    item = self.statuses.recv() => item.expect("agent outbox closed"),
+                    report = self.panicked.wait_for(Option::is_some) => {
+                        panic!("{}", report.map(|r| r.clone().unwrap_or_default()).unwrap_or_default())
+                    }
+                };
                 if &item.status.task_id == task {
                     return item.status;
                 }
