@@ -131,7 +131,9 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
 
     let client = AgentClient::new(&args.master, None);
     let _supervisor = supervise(Arc::clone(&agent), docker, resync_every, &spawner);
-    let info = AgentInfo { hostname, id: None, resources, attributes };
+    // The port the HTTP endpoints really listen on (also with --listen ...:0),
+    // so frameworks can find this agent's /files.
+    let info = AgentInfo { hostname, id: None, resources, attributes, port: Some(i32::from(local.port())) };
     let side = Arc::new(Session { agent: Arc::clone(&agent), info, connection });
     let mut session = tokio::spawn(agent_session::run(client, side, outbox, SessionConfig::default()));
     let mut term = signal(SignalKind::terminate()).map_err(AgentError::Signal)?;

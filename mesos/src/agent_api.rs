@@ -38,6 +38,8 @@ pub struct AgentInfo {
     /// Facts frameworks place by (e.g. `swarm_node_id`, `rack`).
     #[serde(default)]
     pub attributes: Vec<Attribute>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
 }
 
 /// A task the agent already runs, reported on (re-)SUBSCRIBE so the offer
@@ -267,5 +269,24 @@ impl Event {
 
     pub fn error(message: impl Into<String>) -> Self {
         Self { error: Some(Error { message: message.into() }), ..Self::bare(EventType::Error) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_info_carries_its_port_like_mesos_and_older_agents_send_none() {
+        let mut info =
+            AgentInfo { hostname: "node1".into(), id: None, resources: vec![], attributes: vec![], port: Some(5051) };
+        let json = serde_json::to_value(&info).unwrap();
+        assert_eq!(json["port"], 5051);
+        assert_eq!(serde_json::from_value::<AgentInfo>(json).unwrap(), info);
+        info.port = None;
+        let json = serde_json::to_value(&info).unwrap();
+        assert!(json.get("port").is_none(), "{json}");
+        let old: AgentInfo = serde_json::from_str(r#"{"hostname": "n"}"#).unwrap();
+        assert_eq!(old.port, None);
     }
 }

@@ -124,7 +124,13 @@ impl Recorder {
 
 impl AgentSide for Recorder {
     fn agent_info(&self) -> AgentInfo {
-        AgentInfo { hostname: "node1".into(), id: self.agent_id(), resources: vec![], attributes: vec![] }
+        AgentInfo {
+            hostname: "node1".into(),
+            id: self.agent_id(),
+            resources: vec![],
+            attributes: vec![],
+            port: Some(5051),
+        }
     }
     fn agent_id(&self) -> Option<AgentId> {
         self.id.lock().unwrap().clone()
@@ -183,6 +189,8 @@ async fn the_loop_outlasts_a_refusal_a_subscribe_without_subscribed_and_a_silent
     until(&side, &mut rx, "events on the fourth stream", |s| *s.heartbeats.lock().unwrap() >= 3).await;
     session.abort();
     let seen = state.lock().unwrap().seen_subscribes.iter().map(|s| s.agent_info.id.clone()).collect::<Vec<_>>();
+    let ports = state.lock().unwrap().seen_subscribes.iter().map(|s| s.agent_info.port).collect::<Vec<_>>();
+    assert_eq!(ports, vec![Some(5051); 4], "every SUBSCRIBE registers the agent's HTTP port");
     // The first three SUBSCRIBEs carry no id (none was assigned before the
     // silent stream's SUBSCRIBED); the fourth carries the id it assigned.
     assert_eq!(seen, vec![None, None, None, Some(AgentId::new("agent-1"))]);

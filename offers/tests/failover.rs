@@ -91,6 +91,7 @@ async fn an_agent_that_reconnects_in_time_keeps_its_tasks() {
         id: Some(id.clone()),
         resources: vec![mpiswarm_mesos::Resource::scalar("cpus", 4.0), mpiswarm_mesos::Resource::scalar("mem", 4096.0)],
         attributes: vec![],
+        port: None,
     };
     let tasks: Vec<_> = agent.tasks().into_iter().map(|t| t.reported()).collect();
     let client = mpiswarm_mesos::client::AgentClient::new(&c.url(), None);
@@ -122,6 +123,7 @@ async fn reregister_without_t1(c: &Cluster, mut f: common::Framework) -> (common
         id: Some(id.clone()),
         resources: vec![mpiswarm_mesos::Resource::scalar("cpus", 4.0), mpiswarm_mesos::Resource::scalar("mem", 4096.0)],
         attributes: vec![],
+        port: None,
     };
     let client = mpiswarm_mesos::client::AgentClient::new(&c.url(), None);
     let sub = client.subscribe(info, t2).await.unwrap();

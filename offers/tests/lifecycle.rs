@@ -167,6 +167,7 @@ async fn an_update_posted_twice_reaches_the_framework_once() {
         id: None,
         resources: vec![mpiswarm_mesos::Resource::scalar("cpus", 2.0), mpiswarm_mesos::Resource::scalar("mem", 512.0)],
         attributes: vec![],
+        port: None,
     };
     let mut sub = agent.subscribe(info, vec![]).await.unwrap();
     let agent_id = sub.subscribed.agent_id.clone();

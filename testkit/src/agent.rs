@@ -36,7 +36,7 @@ impl TestAgent {
     pub fn start(master: &str, hostname: &str, resources: Vec<Resource>) -> Self {
         Self::start_with(
             master,
-            AgentInfo { hostname: hostname.to_owned(), id: None, resources, attributes: Vec::new() },
+            AgentInfo { hostname: hostname.to_owned(), id: None, resources, attributes: Vec::new(), port: None },
         )
     }
 

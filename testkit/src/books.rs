@@ -368,8 +368,13 @@ mod tests {
     /// The agent's books without a connection: events in, statuses out.
     fn offline() -> (Arc<Inner>, mpsc::UnboundedReceiver<Outgoing>) {
         let (outbox, rx) = mpsc::unbounded_channel();
-        let info =
-            AgentInfo { hostname: "node1".into(), id: Some(AgentId::new("a1")), resources: vec![], attributes: vec![] };
+        let info = AgentInfo {
+            hostname: "node1".into(),
+            id: Some(AgentId::new("a1")),
+            resources: vec![],
+            attributes: vec![],
+            port: None,
+        };
         (Arc::new(Inner::new(info, outbox, Arc::new(watch::channel(0).0))), rx)
     }
 

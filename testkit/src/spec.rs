@@ -15,12 +15,13 @@ pub struct AgentSpec {
     pub resources: Vec<Resource>,
     pub attributes: Vec<Attribute>,
     pub id: Option<AgentId>,
+    pub port: Option<i32>,
 }
 
 impl AgentSpec {
     /// An agent called `hostname` with no resources yet.
     pub fn new(hostname: &str) -> Self {
-        Self { hostname: hostname.to_owned(), resources: Vec::new(), attributes: Vec::new(), id: None }
+        Self { hostname: hostname.to_owned(), resources: Vec::new(), attributes: Vec::new(), id: None, port: None }
     }
 
     pub fn cpus(self, cpus: f64) -> Self {
@@ -48,6 +49,13 @@ impl AgentSpec {
         self
     }
 
+    /// The HTTP port the agent registers (a test agent serves nothing; set it
+    /// to test what the offer layer makes of it).
+    pub fn port(mut self, port: i32) -> Self {
+        self.port = Some(port);
+        self
+    }
+
     /// Re-register as the agent `id` (as a restarted agent does).
     pub fn id(mut self, id: AgentId) -> Self {
         self.id = Some(id);
@@ -60,6 +68,7 @@ impl AgentSpec {
             id: self.id.clone(),
             resources: self.resources.clone(),
             attributes: self.attributes.clone(),
+            port: self.port,
         }
     }
 
