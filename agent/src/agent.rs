@@ -16,6 +16,8 @@ use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
 
 use crate::locks::{lock, read, write};
+use crate::output::Follower;
+use crate::sandbox::Sandbox;
 use crate::store::{Store, StoreError, TaskRecord};
 use crate::swarm::Swarm;
 use crate::watchdog::Spawner;
@@ -31,11 +33,21 @@ pub struct AgentConfig {
     pub orphan_grace: Duration,
     /// How many log lines a terminal status carries.
     pub log_lines: usize,
+    /// The most bytes of each of a task's stdout and stderr that are kept.
+    pub output_limit: u64,
+    /// How long the output of a task that ended by itself is kept once no
+    /// tracked task owns it.
+    pub output_retention: Duration,
 }
 
 impl Default for AgentConfig {
     fn default() -> Self {
-        Self { orphan_grace: Duration::from_secs(60), log_lines: 20 }
+        Self {
+            orphan_grace: Duration::from_secs(60),
+            log_lines: 20,
+            output_limit: 8 * 1024 * 1024,
+            output_retention: Duration::from_secs(3600),
+        }
     }
 }
 
@@ -62,6 +74,10 @@ pub struct Agent<S: Swarm> {
     pub(crate) gc_pending: Mutex<bool>,
     pub(crate) outbox: mpsc::UnboundedSender<Outgoing>,
     pub(crate) spawner: Spawner,
+    /// The kept output of tasks, and who follows it.
+    pub(crate) sandbox: Sandbox,
+    pub(crate) followers: Mutex<HashMap<String, Follower>>,
+    pub(crate) last_output_expiry: Mutex<Option<Instant>>,
     pub counters: Counters,
 }
 
@@ -105,6 +121,7 @@ impl<S: Swarm + 'static> Agent<S> {
             tasks.insert(record.service_name.clone(), Tracked { record, killing: false });
         }
         let counters = Counters::default();
+        let sandbox = crate::output::sandbox_in(store.dir(), config.output_limit);
         let writer = Writer::start(store, counters.store_errors.clone()).map_err(StartError::Writer)?;
         let agent = Arc::new(Self {
             swarm,
@@ -120,6 +137,9 @@ impl<S: Swarm + 'static> Agent<S> {
             gc_pending: Mutex::new(true),
             outbox,
             spawner,
+            sandbox,
+            followers: Mutex::default(),
+            last_output_expiry: Mutex::default(),
             counters,
         });
         Ok((agent, rx))
@@ -143,6 +163,11 @@ impl<S: Swarm + 'static> Agent<S> {
             self.writer.save_agent_id(id.clone());
             *current = Some(id);
         }
+    }
+
+    /// The kept output of tasks (served on `/files`).
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
     }
 
     /// Waits until every record change made so far is on disk.

@@ -7,7 +7,9 @@ use bollard::models::{ConfigSpec, NetworkCreateRequest, SecretSpec, Service, Ser
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use crate::swarm::{ObjectKind, Swarm, SwarmError};
+use crate::swarm::{LogLine, ObjectKind, Swarm, SwarmError};
+use futures::StreamExt;
+use futures::stream::BoxStream;
 
 /// An in-memory swarm that records objects and can be told to refuse a
 /// service by name.
@@ -15,6 +17,8 @@ use crate::swarm::{ObjectKind, Swarm, SwarmError};
 pub(crate) struct FakeSwarm {
     pub(crate) objects: Mutex<BTreeMap<(String, String), ServiceSpec>>,
     pub(crate) refuse_service: Option<String>,
+    /// What `logs` answers for every service (followed or not).
+    pub(crate) log_lines: Vec<LogLine>,
 }
 
 impl FakeSwarm {
@@ -79,5 +83,10 @@ impl Swarm for FakeSwarm {
     }
     async fn logs_tail(&self, _: &str, _: usize) -> Result<String, SwarmError> {
         Ok(String::new())
+    }
+    fn logs(&self, _: &str, _: bool, since: i32) -> BoxStream<'static, Result<LogLine, SwarmError>> {
+        let since = i64::from(since) * 1_000_000_000;
+        let lines: Vec<_> = self.log_lines.iter().filter(|l| l.nanos >= since).cloned().map(Ok).collect();
+        futures::stream::iter(lines).boxed()
     }
 }

@@ -12,6 +12,9 @@
 //! - [`events`]: what each offer-layer event does;
 //! - [`lifecycle`]: launch (all or nothing), kill, acknowledge;
 //! - [`statuses`]: state changes and the TaskStatus they send;
+//! - [`sandbox`] / [`output`]: each task's stdout and stderr, bounded, kept
+//!   like a Mesos sandbox / followed from Docker into it;
+//! - [`files`]: `/files/read` and `/files/browse` over the sandbox;
 //! - [`resync`]: Swarm -> statuses, removal of what ended or nobody owns;
 //! - [`store`]: agent id and task records on disk, for restarts;
 //! - [`writer`]: the one thread that writes the data directory, in order;
@@ -26,6 +29,7 @@ pub mod agent;
 pub mod events;
 #[cfg(test)]
 mod fake_swarm;
+pub mod files;
 pub mod http;
 pub mod images;
 pub mod labels;
@@ -34,9 +38,11 @@ pub mod lifecycle;
 mod locks;
 pub mod node;
 pub mod observe;
+pub mod output;
 pub mod plan;
 pub mod resync;
 pub mod run;
+pub mod sandbox;
 pub mod spec;
 pub mod statuses;
 pub mod store;

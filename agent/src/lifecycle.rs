@@ -13,6 +13,7 @@ use crate::agent::{Agent, Outgoing, Tracked};
 use crate::launch::{self, LaunchFailure};
 use crate::locks::lock;
 use crate::observe::Observed;
+use crate::output::Owner;
 use crate::plan::{self, LaunchContext, TaskPlan};
 use crate::store::TaskRecord;
 use crate::swarm::Swarm;
@@ -86,12 +87,10 @@ impl<S: Swarm + 'static> Agent<S> {
                         status: TaskStatus::new(task.task_id.clone(), TaskState::Staging),
                         acknowledged: false,
                     };
-                    self.tasks
-                        .lock()
-                        .expect("tasks lock")
-                        .insert(plan.service_name.clone(), Tracked { record, killing: false });
+                    lock(&self.tasks).insert(plan.service_name.clone(), Tracked { record, killing: false });
                     let created = format!("service {} created", plan.service_name);
                     self.transition(&plan.service_name, Observed::simple(TaskState::Starting, created));
+                    self.follow_output(&plan.service_name, Owner::new(&framework_id, &task.task_id));
                 }
                 tracing::info!(services = ?names, "launched");
                 self.counters.launched.inc_by(plans.len() as u64);
@@ -138,14 +137,19 @@ impl<S: Swarm + 'static> Agent<S> {
         }
         let known = lock(&self.tasks).get(&name).map(|t| t.record.status.clone());
         match known {
-            None => self.send_untracked(
-                framework_id,
-                task_id,
-                None,
-                TaskState::Lost,
-                Reason::ReasonTaskUnknown,
-                format!("task '{task_id}' is not known on this agent"),
-            ),
+            None => {
+                // A task already forgotten may still have output kept: a KILL
+                // means its job is gone, and the output goes with it.
+                self.remove_output(Owner::new(framework_id, task_id));
+                self.send_untracked(
+                    framework_id,
+                    task_id,
+                    None,
+                    TaskState::Lost,
+                    Reason::ReasonTaskUnknown,
+                    format!("task '{task_id}' is not known on this agent"),
+                );
+            }
             Some(status) if status.state.is_terminal() => {
                 // Already over: the framework gets the terminal state again.
                 let _ = self.outbox.send(Outgoing { framework_id: framework_id.clone(), status });
@@ -165,6 +169,7 @@ impl<S: Swarm + 'static> Agent<S> {
         match removed {
             Ok(()) => {
                 self.transition(name, Observed::simple(TaskState::Killed, "killed: service removed"));
+                self.stop_output(name).await;
             }
             Err(e) => {
                 tracing::error!(service = name, error = %e, "could not remove service");
@@ -188,6 +193,9 @@ impl<S: Swarm + 'static> Agent<S> {
             return;
         }
         if t.record.status.state.is_terminal() {
+            if crate::output::dropped_at_acknowledgement(t.record.status.state) {
+                self.remove_output(Owner::new(framework_id, task_id));
+            }
             tasks.remove(&name);
             self.writer.forget_task(&name);
         } else {

@@ -15,7 +15,11 @@ use crate::agent::Agent;
 use crate::launch;
 use crate::locks::lock;
 use crate::observe::{self, Observed};
+use crate::output::Owner;
 use crate::swarm::{Swarm, SwarmError};
+
+/// How often kept output is checked against its retention period.
+const OUTPUT_EXPIRY_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl<S: Swarm + 'static> Agent<S> {
     /// Compares every task's service with what the framework last heard,
@@ -28,12 +32,15 @@ impl<S: Swarm + 'static> Agent<S> {
         // snapshot had its service created before the listing below, so a
         // missing service really is missing.
         let launching = lock(&self.launching).clone();
-        let snapshot: Vec<(String, TaskState, String)> = {
+        let snapshot: Vec<(String, TaskState, String, Owner)> = {
             let tasks = lock(&self.tasks);
             tasks
                 .iter()
                 .filter(|(name, t)| !t.killing && !launching.contains(*name) && !t.record.status.state.is_terminal())
-                .map(|(name, t)| (name.clone(), t.record.status.state, t.record.image.clone()))
+                .map(|(name, t)| {
+                    let owner = Owner::new(&t.record.framework_id, &t.record.task_info.task_id);
+                    (name.clone(), t.record.status.state, t.record.image.clone(), owner)
+                })
                 .collect()
         };
         let services = self.swarm.services(&agent_id.value).await?;
@@ -55,7 +62,7 @@ impl<S: Swarm + 'static> Agent<S> {
                 *lock(&self.gc_pending) = true;
             }
         }
-        for (name, last, image) in snapshot {
+        for (name, last, image, owner) in snapshot {
             let mut observed = match ids.get(&name) {
                 None => Observed {
                     reason: Some(Reason::ReasonContainerLaunchFailed),
@@ -74,6 +81,8 @@ impl<S: Swarm + 'static> Agent<S> {
                 continue;
             }
             if observed.state.is_terminal() {
+                // All of the output reaches the sandbox before the service goes.
+                self.finish_output(&name, owner).await;
                 if observed.wants_logs {
                     match self.swarm.logs_tail(&name, self.config.log_lines).await {
                         Ok(logs) if !logs.trim().is_empty() => {
@@ -97,6 +106,18 @@ impl<S: Swarm + 'static> Agent<S> {
         self.collect_orphans(&services, &launching).await;
         if *lock(&self.gc_pending) {
             self.collect_garbage().await;
+        }
+        self.follow_live_outputs();
+        let expire_now = {
+            let mut last = lock(&self.last_output_expiry);
+            let due = last.is_none_or(|at| at.elapsed() >= OUTPUT_EXPIRY_EVERY);
+            if due {
+                *last = Some(Instant::now());
+            }
+            due
+        };
+        if expire_now {
+            self.expire_outputs().await;
         }
         Ok(())
     }

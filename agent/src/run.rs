@@ -64,6 +64,14 @@ pub struct AgentArgs {
     /// left alone before it is removed.
     #[arg(long, default_value_t = 60.0)]
     pub orphan_grace_seconds: f64,
+    /// The most bytes kept of each task's stdout and of its stderr (the
+    /// last ones; served on /files/read).
+    #[arg(long, default_value_t = 8 * 1024 * 1024)]
+    pub output_limit_bytes: u64,
+    /// Seconds the output of a task that ended by itself (FINISHED, FAILED)
+    /// is kept after the agent forgot the task; killed tasks' output goes at once.
+    #[arg(long, default_value_t = 3600.0)]
+    pub output_retention_seconds: f64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +106,7 @@ fn seconds(flag: &'static str, value: f64) -> Result<Duration, AgentError> {
 pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let resync_every = seconds("resync-seconds", args.resync_seconds)?;
     let orphan_grace = seconds("orphan-grace-seconds", args.orphan_grace_seconds)?;
+    let output_retention = seconds("output-retention-seconds", args.output_retention_seconds)?;
     // Bad flags are refused before anything touches Docker (no swarm init
     // on behalf of an agent that cannot start).
     node::resources(&node::NodeFacts::default(), args.resources.as_deref())?;
@@ -109,7 +118,8 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let attributes = node::attributes(&facts, &node_id, args.attributes.as_deref())?;
     let hostname = args.hostname.clone().unwrap_or_else(|| facts.hostname.clone());
     let store = Store::open(&args.data_dir)?;
-    let config = AgentConfig { orphan_grace, ..AgentConfig::default() };
+    let config =
+        AgentConfig { orphan_grace, output_limit: args.output_limit_bytes, output_retention, ..AgentConfig::default() };
     let (spawner, failures) = watchdog();
     let (agent, outbox) =
         Agent::new(DockerSwarm { docker: docker.clone() }, node_id.clone(), store, config, spawner.clone())?;
@@ -125,7 +135,7 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
         .await
         .map_err(|source| AgentError::Listen { addr: args.listen, source })?;
     let local = listener.local_addr().map_err(|source| AgentError::Listen { addr: args.listen, source })?;
-    tracing::info!(addr = %local, "serving /healthz /readyz /metrics /state");
+    tracing::info!(addr = %local, "serving /healthz /readyz /metrics /state /files");
     let app = crate::http::router(Arc::clone(&agent), Arc::clone(&connection));
     let mut server = tokio::spawn(async move { axum::serve(listener, app).await });
 

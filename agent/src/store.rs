@@ -62,6 +62,11 @@ impl Store {
         Ok(Self { dir: dir.to_owned() })
     }
 
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     pub fn agent_id(&self) -> Result<Option<AgentId>, StoreError> {
         let path = self.dir.join("agent_id");
         match std::fs::read_to_string(&path) {

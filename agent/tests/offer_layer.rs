@@ -40,9 +40,19 @@ impl AgentProcess {
         Self { child, master: master.to_owned(), listen, data_dir, cleanup: None }
     }
 
-    /// The id the offer layer assigned, as the agent persisted it.
-    fn persisted_id(&self) -> String {
-        std::fs::read_to_string(self.data_dir.path().join("agent_id")).expect("agent registered")
+    /// The id the offer layer assigned, as the agent persisted it (its
+    /// writer thread writes it soon after SUBSCRIBED).
+    async fn persisted_id(&self) -> String {
+        let path = self.data_dir.path().join("agent_id");
+        within("the persisted agent id", async {
+            loop {
+                if let Ok(id) = std::fs::read_to_string(&path) {
+                    return id;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
     }
 
     /// From now on, everything labelled with `agent_id` is removed when this is dropped.
@@ -280,7 +290,7 @@ async fn the_agent_registers_with_docker_resources_and_its_attributes() {
     assert_eq!(agent["attributes"]["rack"], "r1");
     assert_eq!(agent["attributes"]["zone"], "a");
     assert!(agent["attributes"]["hostname"].as_str().is_some_and(|h| !h.is_empty()), "{agent}");
-    assert_eq!(w.agent.persisted_id(), offer.agent_id.value);
+    assert_eq!(w.agent.persisted_id().await, offer.agent_id.value);
     let base = format!("http://{}", w.agent.listen);
     let get = |path: &str| reqwest::get(format!("{base}{path}"));
     assert_eq!(get("/healthz").await.unwrap().status(), 200);
@@ -454,7 +464,7 @@ async fn after_kill_9_and_restart_the_task_keeps_running_is_re_reported_and_fini
     assert_eq!(slaves.len(), 1, "{master}");
     assert_eq!(slaves[0]["id"], agent_id.as_str(), "{master}");
     assert_eq!(slaves[0]["active"], true, "{master}");
-    assert_eq!(w.agent.persisted_id(), agent_id);
+    assert_eq!(w.agent.persisted_id().await, agent_id);
     assert_eq!(support::running_containers(&id.value), before, "the container was not touched");
 
     let brief_done = w.until_state(&brief_id, TaskState::Finished).await;

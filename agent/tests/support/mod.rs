@@ -39,9 +39,15 @@ pub struct Harness {
 /// Fails (never skips) when there is no engine or no rank image: these
 /// tests are the agent's proof against the real thing.
 pub async fn harness(test: &str) -> Harness {
+    harness_with(test, |_| {}).await
+}
+
+/// [`harness`] with its agent's configuration changed by `tweak`.
+pub async fn harness_with(test: &str, tweak: impl FnOnce(&mut AgentConfig)) -> Harness {
     let data_dir = tempfile::tempdir().unwrap();
     let agent_id = format!("test-{test}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    start(&agent_id, data_dir).await
+    Store::open(data_dir.path()).unwrap().save_agent_id(&AgentId::new(&agent_id)).unwrap();
+    restart_with(data_dir, tweak).await
 }
 
 /// A fresh agent whose id is `agent_id` (as if the offer layer had assigned it).
@@ -53,6 +59,10 @@ pub async fn start(agent_id: &str, data_dir: tempfile::TempDir) -> Harness {
 /// An agent on an existing data directory: its id and tasks are whatever the
 /// previous incarnation left there, nothing is seeded.
 pub async fn restart(data_dir: tempfile::TempDir) -> Harness {
+    restart_with(data_dir, |_| {}).await
+}
+
+async fn restart_with(data_dir: tempfile::TempDir, tweak: impl FnOnce(&mut AgentConfig)) -> Harness {
     let _ = tracing_subscriber::fmt().with_env_filter("mpiswarm_agent=debug").with_test_writer().try_init();
     let docker = node::connect(None).await.expect("a Docker engine must answer on the local socket");
     let node_id = node::ensure_swarm(&docker).await.expect("the engine must be (or become) a swarm manager");
@@ -61,7 +71,8 @@ pub async fn restart(data_dir: tempfile::TempDir) -> Harness {
     let store = Store::open(data_dir.path()).unwrap();
     let agent_id = store.agent_id().unwrap().expect("the data directory holds an agent id").value;
     let agent_id = agent_id.as_str();
-    let config = AgentConfig { orphan_grace: Duration::from_secs(3), ..AgentConfig::default() };
+    let mut config = AgentConfig { orphan_grace: Duration::from_secs(3), ..AgentConfig::default() };
+    tweak(&mut config);
     // A panic in the agent's work fails the test at its next wait for a status.
     let (spawner, failures) = mpiswarm_agent::watchdog::watchdog();
     let (panicked_tx, panicked) = tokio::sync::watch::channel(None);
@@ -117,6 +128,25 @@ impl Harness {
         let agent_id = self.agent_id.clone();
         let dir = std::mem::replace(&mut self.data_dir, tempfile::tempdir().unwrap());
         (agent_id, dir)
+    }
+
+    /// Hands the agent the framework's acknowledgement of `status`.
+    pub fn acknowledge(&self, status: &mpiswarm_mesos::TaskStatus) {
+        let ack = mpiswarm_mesos::agent_api::Acknowledged {
+            framework_id: self.framework_id.clone(),
+            task_id: status.task_id.clone(),
+            uuid: status.uuid.clone().expect("agent statuses carry a uuid"),
+        };
+        self.agent.handle(mpiswarm_mesos::agent_api::Event::acknowledged(ack));
+    }
+
+    /// Serves the agent's HTTP endpoints on a free loopback port; its base URL.
+    pub async fn serve_http(&self) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let app = mpiswarm_agent::http::router(Arc::clone(&self.agent), Arc::default());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        url
     }
 
     pub fn framework_info(&self) -> FrameworkInfo {
@@ -340,4 +370,15 @@ pub fn config_uri(path: &str, data: &[u8]) -> mpiswarm_mesos::task::CommandUri {
         cache: None,
         output_file: Some(path.to_owned()),
     }
+}
+
+/// The id of the running container of `service` (on this engine).
+pub fn container_of(service: &str) -> String {
+    let out = std::process::Command::new("docker")
+        .args(["ps", "-q", "--filter", &format!("label=com.docker.swarm.service.name={service}")])
+        .output()
+        .unwrap();
+    let id = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().trim().to_owned();
+    assert!(!id.is_empty(), "service {service} has no running container");
+    id
 }
