@@ -16,6 +16,7 @@ use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc;
 
 use crate::locks::{lock, read, write};
+use crate::mounts::HostPaths;
 use crate::output::Follower;
 use crate::sandbox::Sandbox;
 use crate::store::{Store, StoreError, TaskRecord};
@@ -38,6 +39,8 @@ pub struct AgentConfig {
     /// How long the output of a task that ended by itself is kept once no
     /// tracked task owns it.
     pub output_retention: Duration,
+    /// Where bind mounts may come from (none by default).
+    pub host_paths: HostPaths,
 }
 
 impl Default for AgentConfig {
@@ -47,6 +50,7 @@ impl Default for AgentConfig {
             log_lines: 20,
             output_limit: 8 * 1024 * 1024,
             output_retention: Duration::from_secs(3600),
+            host_paths: HostPaths::none(),
         }
     }
 }

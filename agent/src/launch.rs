@@ -135,7 +135,13 @@ mod tests {
         let fw = FrameworkId::new("F");
         TaskPlan::from_task_info(
             &t,
-            &LaunchContext { agent_id: "A", framework_id: &fw, framework_role: None, executor_id: None },
+            &LaunchContext {
+                agent_id: "A",
+                framework_id: &fw,
+                framework_role: None,
+                executor_id: None,
+                host_paths: &crate::mounts::HostPaths::none(),
+            },
         )
         .unwrap()
     }

@@ -4,6 +4,7 @@
 //! here redefines them.
 //!
 //! - [`plan`]: TaskInfo -> a checked, Docker-free [`plan::TaskPlan`] (all refusals);
+//! - [`mounts`]: Mesos volumes -> named volumes, allowed host paths, tmpfs;
 //! - [`spec`]: plan -> Swarm service, network, secret and config specs;
 //! - [`swarm`]: the Docker operations used, as a trait, over bollard;
 //! - [`launch`]: group launch with rollback, and garbage collection;
@@ -36,6 +37,7 @@ pub mod labels;
 pub mod launch;
 pub mod lifecycle;
 mod locks;
+pub mod mounts;
 pub mod node;
 pub mod observe;
 pub mod output;

@@ -32,15 +32,31 @@ impl<S: Swarm + 'static> Agent<S> {
             return;
         };
         let role = framework_info.roles.first().cloned().or_else(|| framework_info.role.clone());
-        let ctx = LaunchContext {
-            agent_id: &agent_id.value,
-            framework_id: &framework_id,
-            framework_role: role.as_deref(),
-            executor_id: executor.as_ref().map(|e| &e.executor_id),
-        };
-        let plans: Result<Vec<TaskPlan>, plan::InvalidTask> =
-            tasks.iter().map(|t| TaskPlan::from_task_info(t, &ctx)).collect();
         let executor_id = executor.as_ref().map(|e| e.executor_id.clone());
+        // Planning resolves host paths on disk: off this worker.
+        let plans = {
+            let (tasks, agent_id, framework_id, role, executor_id) =
+                (tasks.clone(), agent_id.clone(), framework_id.clone(), role.clone(), executor_id.clone());
+            let host_paths = self.config.host_paths.clone();
+            tokio::task::spawn_blocking(move || {
+                let ctx = LaunchContext {
+                    agent_id: &agent_id.value,
+                    framework_id: &framework_id,
+                    framework_role: role.as_deref(),
+                    executor_id: executor_id.as_ref(),
+                    host_paths: &host_paths,
+                };
+                tasks.iter().map(|t| TaskPlan::from_task_info(t, &ctx)).collect::<Result<Vec<TaskPlan>, _>>()
+            })
+            .await
+        };
+        let plans = match plans {
+            Ok(plans) => plans,
+            // A panic while planning is this task's panic (the watchdog ends the process).
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            // Cancelled: the runtime is shutting down.
+            Err(_) => return,
+        };
         let plans = match plans {
             Ok(p) => p,
             Err(invalid) => {

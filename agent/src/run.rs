@@ -21,6 +21,7 @@ use tokio::sync::Notify;
 
 use crate::agent::{Agent, AgentConfig};
 use crate::http::Connection;
+use crate::mounts::HostPaths;
 use crate::node::{self, NodeError};
 use crate::store::{Store, StoreError};
 use crate::swarm::{DockerSwarm, Swarm};
@@ -72,6 +73,10 @@ pub struct AgentArgs {
     /// is kept after the agent forgot the task; killed tasks' output goes at once.
     #[arg(long, default_value_t = 3600.0)]
     pub output_retention_seconds: f64,
+    /// A host directory under which tasks may bind-mount paths (HOST_PATH
+    /// volumes); repeatable. Without it, host paths are refused.
+    #[arg(long = "allow-host-path-prefix")]
+    pub allow_host_path_prefixes: Vec<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -94,6 +99,8 @@ pub enum AgentError {
     Serve(std::io::Error),
     #[error("{0} stopped unexpectedly")]
     Stopped(&'static str),
+    #[error("{0}")]
+    HostPaths(String),
 }
 
 fn seconds(flag: &'static str, value: f64) -> Result<Duration, AgentError> {
@@ -107,6 +114,7 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let resync_every = seconds("resync-seconds", args.resync_seconds)?;
     let orphan_grace = seconds("orphan-grace-seconds", args.orphan_grace_seconds)?;
     let output_retention = seconds("output-retention-seconds", args.output_retention_seconds)?;
+    let host_paths = HostPaths::allow(&args.allow_host_path_prefixes).map_err(AgentError::HostPaths)?;
     // Bad flags are refused before anything touches Docker (no swarm init
     // on behalf of an agent that cannot start).
     node::resources(&node::NodeFacts::default(), args.resources.as_deref())?;
@@ -118,8 +126,13 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let attributes = node::attributes(&facts, &node_id, args.attributes.as_deref())?;
     let hostname = args.hostname.clone().unwrap_or_else(|| facts.hostname.clone());
     let store = Store::open(&args.data_dir)?;
-    let config =
-        AgentConfig { orphan_grace, output_limit: args.output_limit_bytes, output_retention, ..AgentConfig::default() };
+    let config = AgentConfig {
+        orphan_grace,
+        output_limit: args.output_limit_bytes,
+        output_retention,
+        host_paths,
+        ..AgentConfig::default()
+    };
     let (spawner, failures) = watchdog();
     let (agent, outbox) =
         Agent::new(DockerSwarm { docker: docker.clone() }, node_id.clone(), store, config, spawner.clone())?;
