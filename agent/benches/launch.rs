@@ -31,7 +31,14 @@ fn task(i: usize) -> TaskInfo {
 
 fn mapping(c: &mut Criterion) {
     let fw = FrameworkId::new("F");
-    let ctx = LaunchContext { agent_id: "A", framework_id: &fw, framework_role: Some("mpi"), executor_id: None };
+    let host_paths = mpiswarm_agent::mounts::HostPaths::none();
+    let ctx = LaunchContext {
+        agent_id: "A",
+        framework_id: &fw,
+        framework_role: Some("mpi"),
+        executor_id: None,
+        host_paths: &host_paths,
+    };
     let one = task(0);
     let group: Vec<TaskInfo> = (0..64).map(task).collect();
     let ids = ObjectIds::new();

@@ -1,7 +1,8 @@
 //! The agent's own HTTP endpoints, for operators and orchestrators:
 //! `/healthz` (the process serves), `/readyz` (subscribed to the offer layer
-//! right now), `/metrics` (Prometheus text) and `/state` (the tasks it knows,
-//! as JSON). Read-only: nothing here changes what the agent does.
+//! right now), `/metrics` (Prometheus text), `/state` (the tasks it knows,
+//! as JSON) and `/files/read`, `/files/browse` (tasks' kept output,
+//! [`crate::files`]). Read-only: nothing here changes what the agent does.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,6 +18,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::agent::Agent;
+use crate::files;
 use crate::swarm::Swarm;
 
 /// Whether the agent's event stream is up; set by the subscription loop.
@@ -36,7 +38,17 @@ pub fn router<S: Swarm + 'static>(agent: Arc<Agent<S>>, connection: Arc<Connecti
         .route("/readyz", get(readyz::<S>))
         .route("/metrics", get(metrics::<S>))
         .route("/state", get(state::<S>))
+        .route("/files/read", get(files_read::<S>))
+        .route("/files/browse", get(files_browse::<S>))
         .with_state(Arc::new(Endpoints { agent, connection }))
+}
+
+async fn files_read<S: Swarm + 'static>(State(e): State<Arc<Endpoints<S>>>, q: files::Read) -> Response {
+    files::read(e.agent.sandbox().clone(), q.0).await
+}
+
+async fn files_browse<S: Swarm + 'static>(State(e): State<Arc<Endpoints<S>>>, q: files::Browse) -> Response {
+    files::browse(e.agent.sandbox().clone(), q.0).await
 }
 
 async fn readyz<S: Swarm + 'static>(State(e): State<Arc<Endpoints<S>>>) -> Response {
@@ -73,6 +85,11 @@ async fn metrics<S: Swarm + 'static>(State(e): State<Arc<Endpoints<S>>>) -> Resp
     registry.register("status_updates", "Status updates the offer layer accepted", c.status_updates.clone());
     registry.register("resyncs", "Full comparisons with Swarm", c.resyncs.clone());
     registry.register("objects_removed", "Networks, secrets and configs garbage-collected", c.objects_removed.clone());
+    registry.register(
+        "store_errors",
+        "Writes to the data directory that failed (task records, agent id)",
+        c.store_errors.clone(),
+    );
     registry.register(
         "orphans_removed",
         "Services no task owned, removed after the grace period",

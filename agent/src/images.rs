@@ -131,8 +131,8 @@ pub async fn load_into(image: &str, node: &str) -> Result<(), ImagesError> {
     let pipe: Stdio = save
         .stdout
         .take()
-        .expect("stdout was piped")
-        .try_into()
+        .ok_or_else(|| std::io::Error::other("the child has no stdout pipe"))
+        .and_then(TryInto::try_into)
         .map_err(|source| ImagesError::Spawn { command: save_cmd.clone(), source })?;
     let load_cmd = format!("docker exec -i {node} docker load");
     let load =

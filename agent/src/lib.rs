@@ -4,30 +4,52 @@
 //! here redefines them.
 //!
 //! - [`plan`]: TaskInfo -> a checked, Docker-free [`plan::TaskPlan`] (all refusals);
+//! - [`mounts`]: Mesos volumes -> named volumes, allowed host paths, tmpfs;
 //! - [`spec`]: plan -> Swarm service, network, secret and config specs;
 //! - [`swarm`]: the Docker operations used, as a trait, over bollard;
 //! - [`launch`]: group launch with rollback, and garbage collection;
 //! - [`observe`]: Swarm task state -> Mesos task state;
-//! - [`agent`]: the bookkeeping between events, Swarm and statuses;
+//! - [`agent`]: the agent's state (tasks, ids, handles, counters);
+//! - [`events`]: what each offer-layer event does;
+//! - [`lifecycle`]: launch (all or nothing), kill, acknowledge;
+//! - [`statuses`]: state changes and the TaskStatus they send;
+//! - [`sandbox`] / [`output`]: each task's stdout and stderr, bounded, kept
+//!   like a Mesos sandbox / followed from Docker into it;
+//! - [`files`]: `/files/read` and `/files/browse` over the sandbox;
 //! - [`resync`]: Swarm -> statuses, removal of what ended or nobody owns;
 //! - [`store`]: agent id and task records on disk, for restarts;
+//! - [`writer`]: the one thread that writes the data directory, in order;
+//! - [`locks`]: the one policy for poisoned locks;
+//! - [`watchdog`]: spawned work whose panic ends the process;
 //! - [`node`]: Docker connection, swarm init, resources and attributes;
 //! - [`http`]: `/healthz`, `/readyz`, `/metrics`, `/state`;
 //! - [`run`]: `mpiswarm agent`;
 //! - [`images`]: `mpiswarm images` (the rank image).
 
 pub mod agent;
+pub mod events;
+#[cfg(test)]
+mod fake_swarm;
+pub mod files;
 pub mod http;
 pub mod images;
 pub mod labels;
 pub mod launch;
+pub mod lifecycle;
+mod locks;
+pub mod mounts;
 pub mod node;
 pub mod observe;
+pub mod output;
 pub mod plan;
 pub mod resync;
 pub mod run;
+pub mod sandbox;
 pub mod spec;
+pub mod statuses;
 pub mod store;
 pub mod swarm;
+pub mod watchdog;
+pub mod writer;
 
 pub use run::{AgentArgs, AgentError, run};

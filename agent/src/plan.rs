@@ -2,6 +2,8 @@
 //! and resolved, with no Docker types in sight. Every refusal of a TaskInfo
 //! happens here, before any Swarm object exists, with a message that names
 //! the offending value; [`crate::spec`] then renders a plan into API objects.
+//! Planning reads the filesystem only to resolve host paths of bind mounts
+//! ([`crate::mounts`]); callers plan off the async workers.
 
 use std::collections::BTreeMap;
 
@@ -10,6 +12,7 @@ use mpiswarm_mesos::task::{ContainerType, DockerNetwork, VolumeMode};
 use mpiswarm_mesos::{ExecutorId, FrameworkId, TaskId, TaskInfo};
 
 use crate::labels;
+use crate::mounts::{HostPaths, MountPlan, mounts};
 
 /// Who is asking and where: the parts of a service that do not come from the
 /// TaskInfo itself.
@@ -19,6 +22,8 @@ pub struct LaunchContext<'a> {
     pub framework_id: &'a FrameworkId,
     pub framework_role: Option<&'a str>,
     pub executor_id: Option<&'a ExecutorId>,
+    /// Where bind mounts may come from.
+    pub host_paths: &'a HostPaths,
 }
 
 /// A TaskInfo the agent refuses; becomes TASK_ERROR / REASON_TASK_INVALID.
@@ -48,6 +53,8 @@ pub struct TaskPlan {
     /// Names peers resolve this task by on each of its networks.
     pub aliases: Vec<String>,
     pub files: Vec<FilePlan>,
+    /// Named volumes, host paths and tmpfs ([`crate::mounts`]).
+    pub mounts: Vec<MountPlan>,
     /// From `kill_policy.grace_period`: how long a KILL waits after SIGTERM.
     pub stop_grace_nanos: Option<i64>,
 }
@@ -129,12 +136,11 @@ impl TaskPlan {
                 "container.docker.port_mappings are not supported: tasks talk over their overlay network".into(),
             ));
         }
-        if matches!(docker.network, Some(DockerNetwork::Host | DockerNetwork::Bridge | DockerNetwork::None))
+        if let Some(network @ (DockerNetwork::Host | DockerNetwork::Bridge | DockerNetwork::None)) = docker.network
             && !container.network_infos.is_empty()
         {
             return Err(invalid(format!(
-                "container.docker.network {:?} conflicts with network_infos: use USER networks",
-                docker.network.expect("matched above")
+                "container.docker.network {network:?} conflicts with network_infos: use USER networks"
             )));
         }
 
@@ -159,6 +165,7 @@ impl TaskPlan {
             aliases.push(by_name);
         }
         let files = files(task).map_err(invalid)?;
+        let mounts = mounts(&container.volumes, ctx.host_paths).map_err(invalid)?;
         let stop_grace_nanos = match task.kill_policy.as_ref().and_then(|k| k.grace_period) {
             Some(d) if d.nanoseconds < 0 => {
                 return Err(invalid(format!("kill_policy.grace_period {} ns is negative", d.nanoseconds)));
@@ -198,6 +205,7 @@ impl TaskPlan {
             hostname,
             aliases,
             files,
+            mounts,
             stop_grace_nanos,
         })
     }
@@ -286,15 +294,13 @@ fn files(task: &TaskInfo) -> Result<Vec<FilePlan>, String> {
     let mut out = Vec::new();
     for volume in task.container.iter().flat_map(|c| c.volumes.iter()) {
         let target = &volume.container_path;
-        if let Some(host) = &volume.host_path {
-            return Err(format!("volume {target}: host_path '{host}' volumes are not supported on Swarm"));
-        }
-        let Some(source) = &volume.source else {
-            return Err(format!("volume {target}: it has no source"));
+        // Other volumes are mounts ([`crate::mounts`]), checked there.
+        let Some(source) = volume.source.as_ref().filter(|s| s.get("type").and_then(|t| t.as_str()) == Some("SECRET"))
+        else {
+            continue;
         };
-        let kind = source.get("type").and_then(|t| t.as_str()).unwrap_or("");
-        if kind != "SECRET" {
-            return Err(format!("volume {target}: source type '{kind}' is not supported (only SECRET)"));
+        if volume.host_path.is_some() {
+            return Err(format!("volume {target}: a SECRET volume cannot also have a host_path"));
         }
         let secret = source.get("secret");
         let secret_type = secret.and_then(|s| s.get("type")).and_then(|t| t.as_str()).unwrap_or("");

@@ -13,8 +13,13 @@ use mpiswarm_mesos::{Reason, TaskState};
 
 use crate::agent::Agent;
 use crate::launch;
+use crate::locks::lock;
 use crate::observe::{self, Observed};
+use crate::output::Owner;
 use crate::swarm::{Swarm, SwarmError};
+
+/// How often kept output is checked against its retention period.
+const OUTPUT_EXPIRY_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl<S: Swarm + 'static> Agent<S> {
     /// Compares every task's service with what the framework last heard,
@@ -26,13 +31,16 @@ impl<S: Swarm + 'static> Agent<S> {
         // What to check is fixed before Swarm is asked: every task in the
         // snapshot had its service created before the listing below, so a
         // missing service really is missing.
-        let launching = self.launching.lock().expect("launching lock").clone();
-        let snapshot: Vec<(String, TaskState, String)> = {
-            let tasks = self.tasks.lock().expect("tasks lock");
+        let launching = lock(&self.launching).clone();
+        let snapshot: Vec<(String, TaskState, String, Owner)> = {
+            let tasks = lock(&self.tasks);
             tasks
                 .iter()
                 .filter(|(name, t)| !t.killing && !launching.contains(*name) && !t.record.status.state.is_terminal())
-                .map(|(name, t)| (name.clone(), t.record.status.state, t.record.image.clone()))
+                .map(|(name, t)| {
+                    let owner = Owner::new(&t.record.framework_id, &t.record.task_info.task_id);
+                    (name.clone(), t.record.status.state, t.record.image.clone(), owner)
+                })
                 .collect()
         };
         let services = self.swarm.services(&agent_id.value).await?;
@@ -42,7 +50,7 @@ impl<S: Swarm + 'static> Agent<S> {
         // A task that ended but whose service survived (the agent died
         // between reporting and removing): finish the removal.
         let leftovers: Vec<String> = {
-            let tasks = self.tasks.lock().expect("tasks lock");
+            let tasks = lock(&self.tasks);
             tasks
                 .iter()
                 .filter(|(name, t)| !t.killing && t.record.status.state.is_terminal() && ids.contains_key(*name))
@@ -51,10 +59,10 @@ impl<S: Swarm + 'static> Agent<S> {
         };
         for name in leftovers {
             if self.swarm.remove_service(&name).await.is_ok() {
-                *self.gc_pending.lock().expect("gc lock") = true;
+                *lock(&self.gc_pending) = true;
             }
         }
-        for (name, last, image) in snapshot {
+        for (name, last, image, owner) in snapshot {
             let mut observed = match ids.get(&name) {
                 None => Observed {
                     reason: Some(Reason::ReasonContainerLaunchFailed),
@@ -73,6 +81,8 @@ impl<S: Swarm + 'static> Agent<S> {
                 continue;
             }
             if observed.state.is_terminal() {
+                // All of the output reaches the sandbox before the service goes.
+                self.finish_output(&name, owner).await;
                 if observed.wants_logs {
                     match self.swarm.logs_tail(&name, self.config.log_lines).await {
                         Ok(logs) if !logs.trim().is_empty() => {
@@ -88,24 +98,36 @@ impl<S: Swarm + 'static> Agent<S> {
                 if let Err(e) = self.swarm.remove_service(&name).await {
                     tracing::warn!(service = name, error = %e, "could not remove a finished service");
                 }
-                *self.gc_pending.lock().expect("gc lock") = true;
+                *lock(&self.gc_pending) = true;
             } else {
                 self.transition_from(&name, last, observed);
             }
         }
         self.collect_orphans(&services, &launching).await;
-        if *self.gc_pending.lock().expect("gc lock") {
+        if *lock(&self.gc_pending) {
             self.collect_garbage().await;
+        }
+        self.follow_live_outputs();
+        let expire_now = {
+            let mut last = lock(&self.last_output_expiry);
+            let due = last.is_none_or(|at| at.elapsed() >= OUTPUT_EXPIRY_EVERY);
+            if due {
+                *last = Some(Instant::now());
+            }
+            due
+        };
+        if expire_now {
+            self.expire_outputs().await;
         }
         Ok(())
     }
 
     async fn collect_orphans(&self, services: &[bollard::models::Service], launching: &HashSet<String>) {
-        let known: HashSet<String> = self.tasks.lock().expect("tasks lock").keys().cloned().collect();
+        let known: HashSet<String> = lock(&self.tasks).keys().cloned().collect();
         let now = Instant::now();
         let mut expired = Vec::new();
         {
-            let mut orphans = self.orphans.lock().expect("orphans lock");
+            let mut orphans = lock(&self.orphans);
             let present: HashSet<String> = services.iter().filter_map(|s| s.spec.as_ref()?.name.clone()).collect();
             orphans.retain(|name, _| present.contains(name) && !known.contains(name));
             for name in present {
@@ -122,8 +144,8 @@ impl<S: Swarm + 'static> Agent<S> {
             tracing::warn!(service = name, "removing a service no task owns (orphan past its grace period)");
             if self.swarm.remove_service(&name).await.is_ok() {
                 self.counters.orphans_removed.inc();
-                self.orphans.lock().expect("orphans lock").remove(&name);
-                *self.gc_pending.lock().expect("gc lock") = true;
+                lock(&self.orphans).remove(&name);
+                *lock(&self.gc_pending) = true;
             }
         }
     }
@@ -131,7 +153,7 @@ impl<S: Swarm + 'static> Agent<S> {
     pub(crate) async fn collect_garbage(&self) {
         let Some(agent_id) = self.agent_id() else { return };
         let _objects = self.objects.lock().await;
-        *self.gc_pending.lock().expect("gc lock") = false;
+        *lock(&self.gc_pending) = false;
         match launch::collect_garbage(&self.swarm, &agent_id.value).await {
             Ok(collected) => {
                 if !collected.removed.is_empty() {
@@ -139,11 +161,11 @@ impl<S: Swarm + 'static> Agent<S> {
                     tracing::info!(removed = ?collected.removed, "removed unused swarm objects");
                 }
                 if collected.busy > 0 {
-                    *self.gc_pending.lock().expect("gc lock") = true;
+                    *lock(&self.gc_pending) = true;
                 }
             }
             Err(e) => {
-                *self.gc_pending.lock().expect("gc lock") = true;
+                *lock(&self.gc_pending) = true;
                 tracing::warn!(error = %e, "garbage collection failed; retrying at the next resync");
             }
         }

@@ -1,9 +1,9 @@
 //! `mpiswarm agent`: wires the [`Agent`] to Docker and to the offer layer.
-//! Three loops run side by side: the subscription (SUBSCRIBE, events,
-//! re-subscribe with backoff when the stream ends or falls silent), the
-//! outbox (each status POSTed as UPDATE until the offer layer accepts it),
-//! and the resync (on every Docker event for the agent's containers, and
-//! periodically, so missed events and REJECTED tasks are seen too).
+//! Two things run side by side: the agent session of `mpiswarm_mesos`
+//! (SUBSCRIBE, events, re-subscribe with backoff; each status POSTed as
+//! UPDATE until the offer layer accepts it), and the resync (on every Docker
+//! event for the agent's containers, and periodically, so missed events and
+//! REJECTED tasks are seen too).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,15 +12,20 @@ use std::time::Duration;
 use bollard::query_parameters::EventsOptions;
 use clap::Args;
 use futures::StreamExt;
-use mpiswarm_mesos::agent_api::{AgentInfo, EventType};
-use mpiswarm_mesos::client::{AgentClient, Backoff};
-use tokio::sync::{Notify, mpsc};
+use mpiswarm_mesos::AgentId;
+use mpiswarm_mesos::agent_api::{AgentInfo, Event, ReportedTask};
+use mpiswarm_mesos::agent_session::{self, AgentSide, Outgoing, SessionConfig};
+use mpiswarm_mesos::client::AgentClient;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::Notify;
 
-use crate::agent::{Agent, AgentConfig, Outgoing};
+use crate::agent::{Agent, AgentConfig};
 use crate::http::Connection;
+use crate::mounts::HostPaths;
 use crate::node::{self, NodeError};
 use crate::store::{Store, StoreError};
 use crate::swarm::{DockerSwarm, Swarm};
+use crate::watchdog::{Panicked, Spawner, watchdog};
 use std::sync::atomic::Ordering;
 
 #[derive(Args, Debug, Clone)]
@@ -60,6 +65,18 @@ pub struct AgentArgs {
     /// left alone before it is removed.
     #[arg(long, default_value_t = 60.0)]
     pub orphan_grace_seconds: f64,
+    /// The most bytes kept of each task's stdout and of its stderr (the
+    /// last ones; served on /files/read).
+    #[arg(long, default_value_t = 8 * 1024 * 1024)]
+    pub output_limit_bytes: u64,
+    /// Seconds the output of a task that ended by itself (FINISHED, FAILED)
+    /// is kept after the agent forgot the task; killed tasks' output goes at once.
+    #[arg(long, default_value_t = 3600.0)]
+    pub output_retention_seconds: f64,
+    /// A host directory under which tasks may bind-mount paths (HOST_PATH
+    /// volumes); repeatable. Without it, host paths are refused.
+    #[arg(long = "allow-host-path-prefix")]
+    pub allow_host_path_prefixes: Vec<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -72,16 +89,32 @@ pub enum AgentError {
     Listen { addr: std::net::SocketAddr, source: std::io::Error },
     #[error("--{flag} must be a positive number of seconds, got {value}")]
     Seconds { flag: &'static str, value: f64 },
+    #[error("cannot start on the data directory: {0}")]
+    Start(#[from] crate::agent::StartError),
+    #[error("cannot install the SIGTERM handler: {0}")]
+    Signal(std::io::Error),
+    #[error(transparent)]
+    Panicked(#[from] Panicked),
+    #[error("the agent's HTTP server failed: {0}")]
+    Serve(std::io::Error),
+    #[error("{0} stopped unexpectedly")]
+    Stopped(&'static str),
+    #[error("{0}")]
+    HostPaths(String),
 }
 
 fn seconds(flag: &'static str, value: f64) -> Result<Duration, AgentError> {
     Duration::try_from_secs_f64(value).ok().filter(|d| !d.is_zero()).ok_or(AgentError::Seconds { flag, value })
 }
 
-/// Runs the agent until the process ends.
+/// Runs the agent until SIGTERM or Ctrl-C (then `Ok`, leaving its services
+/// running), or until one of its tasks panics or its server fails (an error
+/// naming it).
 pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let resync_every = seconds("resync-seconds", args.resync_seconds)?;
     let orphan_grace = seconds("orphan-grace-seconds", args.orphan_grace_seconds)?;
+    let output_retention = seconds("output-retention-seconds", args.output_retention_seconds)?;
+    let host_paths = HostPaths::allow(&args.allow_host_path_prefixes).map_err(AgentError::HostPaths)?;
     // Bad flags are refused before anything touches Docker (no swarm init
     // on behalf of an agent that cannot start).
     node::resources(&node::NodeFacts::default(), args.resources.as_deref())?;
@@ -93,8 +126,16 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let attributes = node::attributes(&facts, &node_id, args.attributes.as_deref())?;
     let hostname = args.hostname.clone().unwrap_or_else(|| facts.hostname.clone());
     let store = Store::open(&args.data_dir)?;
-    let config = AgentConfig { orphan_grace, ..AgentConfig::default() };
-    let (agent, outbox) = Agent::new(DockerSwarm { docker: docker.clone() }, node_id.clone(), store, config)?;
+    let config = AgentConfig {
+        orphan_grace,
+        output_limit: args.output_limit_bytes,
+        output_retention,
+        host_paths,
+        ..AgentConfig::default()
+    };
+    let (spawner, failures) = watchdog();
+    let (agent, outbox) =
+        Agent::new(DockerSwarm { docker: docker.clone() }, node_id.clone(), store, config, spawner.clone())?;
     tracing::info!(%node_id, %hostname, agent_id = ?agent.agent_id(), master = %args.master, "agent starting");
 
     // Report what is true now, not what was true before the restart.
@@ -107,126 +148,103 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
         .await
         .map_err(|source| AgentError::Listen { addr: args.listen, source })?;
     let local = listener.local_addr().map_err(|source| AgentError::Listen { addr: args.listen, source })?;
-    tracing::info!(addr = %local, "serving /healthz /readyz /metrics /state");
+    tracing::info!(addr = %local, "serving /healthz /readyz /metrics /state /files");
     let app = crate::http::router(Arc::clone(&agent), Arc::clone(&connection));
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::error!(error = %e, "the agent's HTTP endpoints stopped");
-        }
-    });
+    let mut server = tokio::spawn(async move { axum::serve(listener, app).await });
 
     let client = AgentClient::new(&args.master, None);
-    let _supervisor = supervise(Arc::clone(&agent), docker, resync_every);
-    tokio::spawn(deliver(client.clone(), Arc::clone(&agent), outbox));
-    let info = AgentInfo { hostname, id: None, resources, attributes, port: None };
-    subscribe_forever(client, agent, info, connection).await;
-    Ok(())
+    let _supervisor = supervise(Arc::clone(&agent), docker, resync_every, &spawner);
+    // The port the HTTP endpoints really listen on (also with --listen ...:0),
+    // so frameworks can find this agent's /files.
+    let info = AgentInfo { hostname, id: None, resources, attributes, port: Some(i32::from(local.port())) };
+    let side = Arc::new(Session { agent: Arc::clone(&agent), info, connection });
+    let mut session = tokio::spawn(agent_session::run(client, side, outbox, SessionConfig::default()));
+    let mut term = signal(SignalKind::terminate()).map_err(AgentError::Signal)?;
+    let ended = tokio::select! {
+        _ = tokio::signal::ctrl_c() => Ok(()),
+        _ = term.recv() => Ok(()),
+        p = failures.first() => Err(AgentError::Panicked(p)),
+        served = &mut server => Err(match served {
+            Ok(Ok(())) => AgentError::Stopped("the HTTP server"),
+            Ok(Err(e)) => AgentError::Serve(e),
+            Err(e) => AgentError::Panicked(Panicked { name: "http server".into(), message: e.to_string() }),
+        }),
+        s = &mut session => Err(match s {
+            Ok(()) => AgentError::Stopped("the offer layer session"),
+            Err(e) => AgentError::Panicked(Panicked { name: "offer layer session".into(), message: e.to_string() }),
+        }),
+    };
+    server.abort();
+    session.abort();
+    // Whatever was recorded reaches the disk; running services are left as
+    // they are for the next incarnation to adopt.
+    agent.flush().await;
+    match &ended {
+        Ok(()) => tracing::info!("stopping on a signal; running tasks keep running"),
+        Err(e) => tracing::error!(error = %e, "stopping"),
+    }
+    ended
 }
 
-async fn subscribe_forever<S: Swarm + 'static>(
-    client: AgentClient,
+/// The agent as the shared subscribe / UPDATE loop sees it.
+struct Session<S: Swarm> {
     agent: Arc<Agent<S>>,
+    /// Hostname, resources and attributes; the id is the agent's.
     info: AgentInfo,
     connection: Arc<Connection>,
-) {
-    let backoff = Backoff { initial: Duration::from_millis(200), max: Duration::from_secs(10) };
-    let mut attempt = 0;
-    loop {
-        let info = AgentInfo { id: agent.agent_id(), ..info.clone() };
-        match client.subscribe(info, agent.reported_tasks()).await {
-            Ok(mut sub) => {
-                attempt = 0;
-                if let Err(e) = agent.set_agent_id(sub.subscribed.agent_id.clone()) {
-                    tracing::error!(error = %e, "cannot persist the agent id; a restart will register a new agent");
-                }
-                tracing::info!(agent_id = %sub.subscribed.agent_id, "subscribed");
-                connection.subscribed.store(true, Ordering::Relaxed);
-                let silence = Duration::from_secs_f64(sub.subscribed.heartbeat_interval_seconds.max(1.0) * 3.0);
-                loop {
-                    match tokio::time::timeout(silence, sub.events.next()).await {
-                        Ok(Some(Ok(event))) => {
-                            let is_error = event.kind == EventType::Error;
-                            agent.handle(event);
-                            if is_error {
-                                break;
-                            }
-                        }
-                        Ok(Some(Err(e))) => {
-                            tracing::warn!(error = %e, "event stream broken; re-subscribing");
-                            break;
-                        }
-                        Ok(None) => {
-                            tracing::warn!("event stream ended; re-subscribing");
-                            break;
-                        }
-                        Err(_) => {
-                            tracing::warn!(?silence, "no event (not even a heartbeat); re-subscribing");
-                            break;
-                        }
-                    }
-                }
-                connection.subscribed.store(false, Ordering::Relaxed);
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, attempt, "SUBSCRIBE failed; retrying");
-                tokio::time::sleep(backoff.delay(attempt)).await;
-                attempt = attempt.saturating_add(1);
-            }
-        }
-    }
 }
 
-/// POSTs each status in order, retrying until the offer layer takes it. A
-/// 400 means the offer layer will never take it; that is logged and dropped.
-async fn deliver<S: Swarm + 'static>(
-    client: AgentClient,
-    agent: Arc<Agent<S>>,
-    mut outbox: mpsc::UnboundedReceiver<Outgoing>,
-) {
-    let backoff = Backoff { initial: Duration::from_millis(100), max: Duration::from_secs(5) };
-    while let Some(item) = outbox.recv().await {
-        let mut attempt = 0;
-        loop {
-            let Some(agent_id) = agent.agent_id() else {
-                tokio::time::sleep(backoff.delay(attempt)).await;
-                attempt += 1;
-                continue;
-            };
-            match client.update(&agent_id, &item.framework_id, item.status.clone()).await {
-                Ok(()) => {
-                    agent.counters.status_updates.inc();
-                    break;
-                }
-                Err(e) if e.status() == Some(400) => {
-                    tracing::error!(error = %e, task = %item.status.task_id, "offer layer refused an update");
-                    break;
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, attempt, "UPDATE not accepted yet; retrying");
-                    tokio::time::sleep(backoff.delay(attempt)).await;
-                    attempt = attempt.saturating_add(1);
-                }
-            }
-        }
+impl<S: Swarm + 'static> AgentSide for Session<S> {
+    fn agent_info(&self) -> AgentInfo {
+        AgentInfo { id: self.agent.agent_id(), ..self.info.clone() }
+    }
+
+    fn agent_id(&self) -> Option<AgentId> {
+        self.agent.agent_id()
+    }
+
+    fn reported_tasks(&self) -> Vec<ReportedTask> {
+        self.agent.reported_tasks()
+    }
+
+    fn subscribed(&self, agent_id: &AgentId) {
+        self.agent.set_agent_id(agent_id.clone());
+    }
+
+    fn handle(&self, event: Event) {
+        self.agent.handle(event);
+    }
+
+    fn connected(&self, up: bool) {
+        self.connection.subscribed.store(up, Ordering::Relaxed);
+    }
+
+    fn delivered(&self, _update: &Outgoing) {
+        self.agent.counters.status_updates.inc();
     }
 }
 
 /// Starts the resync loop, woken by Docker events of managed containers and
-/// every `every`.
+/// every `every`, as watched work of `spawner`.
 /// The loops stop when the returned guard is dropped.
-pub fn supervise<S: Swarm + 'static>(agent: Arc<Agent<S>>, docker: bollard::Docker, every: Duration) -> Supervisor {
+pub fn supervise<S: Swarm + 'static>(
+    agent: Arc<Agent<S>>,
+    docker: bollard::Docker,
+    every: Duration,
+    spawner: &Spawner,
+) -> Supervisor {
     let wake = Arc::new(Notify::new());
     Supervisor {
         tasks: vec![
-            tokio::spawn(watch_docker(docker, Arc::clone(&wake))),
-            tokio::spawn(resync_loop(agent, wake, every)),
+            spawner.spawn("docker event watch", watch_docker(docker, Arc::clone(&wake))),
+            spawner.spawn("resync", resync_loop(agent, wake, every)),
         ],
     }
 }
 
 /// Owns the background loops of [`supervise`]; aborts them when dropped.
 pub struct Supervisor {
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    tasks: Vec<tokio::task::AbortHandle>,
 }
 
 impl Drop for Supervisor {

@@ -6,15 +6,49 @@ use std::collections::HashMap;
 
 use base64::Engine as _;
 use bollard::models::{
-    ConfigSpec, EndpointSpec, EndpointSpecModeEnum, Limit, NetworkAttachmentConfig, NetworkCreateRequest,
-    ResourceObject, SecretSpec, ServiceSpec, ServiceSpecMode, ServiceSpecModeReplicated, TaskSpec,
-    TaskSpecContainerSpec, TaskSpecContainerSpecConfigs, TaskSpecContainerSpecFile, TaskSpecContainerSpecFile1,
-    TaskSpecContainerSpecSecrets, TaskSpecPlacement, TaskSpecResources, TaskSpecRestartPolicy,
-    TaskSpecRestartPolicyConditionEnum,
+    ConfigSpec, EndpointSpec, EndpointSpecModeEnum, Limit, Mount, MountTmpfsOptions, MountType, MountVolumeOptions,
+    MountVolumeOptionsDriverConfig, NetworkAttachmentConfig, NetworkCreateRequest, ResourceObject, SecretSpec,
+    ServiceSpec, ServiceSpecMode, ServiceSpecModeReplicated, TaskSpec, TaskSpecContainerSpec,
+    TaskSpecContainerSpecConfigs, TaskSpecContainerSpecFile, TaskSpecContainerSpecFile1, TaskSpecContainerSpecSecrets,
+    TaskSpecPlacement, TaskSpecResources, TaskSpecRestartPolicy, TaskSpecRestartPolicyConditionEnum,
 };
 
 use crate::labels;
+use crate::mounts::MountPlan;
 use crate::plan::{FileKind, FilePlan, NetworkPlan, TaskPlan};
+
+/// One mount as Swarm's `Mount`.
+fn mount(m: &MountPlan) -> Mount {
+    match m {
+        MountPlan::Volume { name, driver, options, target, read_only } => Mount {
+            typ: Some(MountType::VOLUME),
+            source: Some(name.clone()),
+            target: Some(target.clone()),
+            read_only: Some(*read_only),
+            volume_options: Some(MountVolumeOptions {
+                driver_config: driver.as_ref().map(|d| MountVolumeOptionsDriverConfig {
+                    name: Some(d.clone()),
+                    options: Some(options.iter().cloned().collect()),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        MountPlan::Bind { source, target, read_only } => Mount {
+            typ: Some(MountType::BIND),
+            source: Some(source.clone()),
+            target: Some(target.clone()),
+            read_only: Some(*read_only),
+            ..Default::default()
+        },
+        MountPlan::Tmpfs { target, size_bytes, mode } => Mount {
+            typ: Some(MountType::TMPFS),
+            target: Some(target.clone()),
+            tmpfs_options: Some(MountTmpfsOptions { size_bytes: *size_bytes, mode: *mode, options: None }),
+            ..Default::default()
+        },
+    }
+}
 
 /// Swarm's object ids for the files of a plan, by object name.
 pub type ObjectIds = HashMap<String, String>;
@@ -75,6 +109,7 @@ pub fn service_spec(plan: &TaskPlan, node_id: &str, ids: &ObjectIds) -> ServiceS
                 env: Some(plan.env.clone()),
                 secrets: Some(secrets),
                 configs: Some(configs),
+                mounts: Some(plan.mounts.iter().map(mount).collect()),
                 stop_grace_period: plan.stop_grace_nanos,
                 ..Default::default()
             }),
@@ -189,7 +224,13 @@ mod tests {
         let ex = ExecutorId::new("E1");
         TaskPlan::from_task_info(
             t,
-            &LaunchContext { agent_id: "A1", framework_id: &fw, framework_role: Some("mpi"), executor_id: Some(&ex) },
+            &LaunchContext {
+                agent_id: "A1",
+                framework_id: &fw,
+                framework_role: Some("mpi"),
+                executor_id: Some(&ex),
+                host_paths: &crate::mounts::HostPaths::none(),
+            },
         )
     }
 
@@ -324,5 +365,31 @@ mod tests {
         for name in [&a.service_name, &b.service_name, &a.files[0].object_name] {
             assert!(name.len() <= 63 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'), "{name}");
         }
+    }
+
+    #[test]
+    fn volumes_become_volume_and_tmpfs_mounts_beside_the_secret_files() {
+        let mut t = task();
+        let volumes: Vec<mpiswarm_mesos::task::Volume> = serde_json::from_value(serde_json::json!([
+            {"container_path": "/data", "mode": "RO", "source": {"type": "DOCKER_VOLUME",
+                "docker_volume": {"name": "inputs", "driver": "local", "driver_options": {"parameter": [{"key": "o", "value": "bind"}]}}}},
+            {"container_path": "/scratch", "mode": "RW", "source": {"type": "DOCKER_VOLUME",
+                "docker_volume": {"name": "-", "driver": "tmpfs", "driver_options": {"parameter": [{"key": "size", "value": "16m"}]}}}}
+        ]))
+        .unwrap();
+        t.container.as_mut().unwrap().volumes.extend(volumes);
+        let plan = plan_of(&t).unwrap();
+        assert_eq!(plan.files.iter().filter(|f| f.kind == FileKind::Secret).count(), 1, "the secret stays a file");
+        let spec = service_spec(&plan, "n", &ObjectIds::new());
+        let mounts = spec.task_template.unwrap().container_spec.unwrap().mounts.unwrap();
+        assert_eq!(mounts.len(), 2);
+        assert_eq!(
+            (mounts[0].typ, mounts[0].source.as_deref(), mounts[0].read_only),
+            (Some(MountType::VOLUME), Some("inputs"), Some(true))
+        );
+        let driver = mounts[0].volume_options.as_ref().unwrap().driver_config.as_ref().unwrap();
+        assert_eq!((driver.name.as_deref(), driver.options.as_ref().unwrap()["o"].as_str()), (Some("local"), "bind"));
+        assert_eq!((mounts[1].typ, mounts[1].target.as_deref()), (Some(MountType::TMPFS), Some("/scratch")));
+        assert_eq!(mounts[1].tmpfs_options.as_ref().unwrap().size_bytes, Some(16 << 20));
     }
 }

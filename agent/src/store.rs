@@ -1,8 +1,10 @@
 //! The agent's data directory: its agent id, and one record per task it runs
 //! (what was launched and the latest status), so that a restarted agent
 //! re-registers as the same agent and can report every task. Writes are
-//! atomic (write to a temporary file, then rename). Secret file contents are
-//! never written here.
+//! atomic and durable (write a temporary file, fsync it, rename it over the
+//! record, fsync the directory). Secret file contents are never written
+//! here. Every call blocks on the disk: the agent calls them from its
+//! writer thread ([`crate::writer`]) only, never from an async worker.
 
 use std::path::{Path, PathBuf};
 
@@ -11,11 +13,24 @@ use mpiswarm_mesos::{AgentId, ExecutorInfo, FrameworkId, TaskInfo, TaskStatus};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, thiserror::Error)]
-#[error("data directory {path}: {source}")]
-pub struct StoreError {
-    pub path: PathBuf,
-    #[source]
-    pub source: std::io::Error,
+pub enum StoreError {
+    #[error("data directory {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("task record of service {service} cannot be written as JSON: {source}")]
+    Encode {
+        service: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
+    let path = path.to_owned();
+    move |source| StoreError::Io { path, source }
 }
 
 /// A task as the agent remembers it.
@@ -43,8 +58,13 @@ pub struct Store {
 impl Store {
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         let tasks = dir.join("tasks");
-        std::fs::create_dir_all(&tasks).map_err(|source| StoreError { path: tasks.clone(), source })?;
+        std::fs::create_dir_all(&tasks).map_err(io(&tasks))?;
         Ok(Self { dir: dir.to_owned() })
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     pub fn agent_id(&self) -> Result<Option<AgentId>, StoreError> {
@@ -53,7 +73,7 @@ impl Store {
             Ok(s) if !s.trim().is_empty() => Ok(Some(AgentId::new(s.trim()))),
             Ok(_) => Ok(None),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(StoreError { path, source }),
+            Err(source) => Err(StoreError::Io { path, source }),
         }
     }
 
@@ -63,14 +83,14 @@ impl Store {
 
     pub fn tasks(&self) -> Result<Vec<TaskRecord>, StoreError> {
         let dir = self.dir.join("tasks");
-        let entries = std::fs::read_dir(&dir).map_err(|source| StoreError { path: dir.clone(), source })?;
+        let entries = std::fs::read_dir(&dir).map_err(io(&dir))?;
         let mut out = Vec::new();
         for entry in entries {
-            let path = entry.map_err(|source| StoreError { path: dir.clone(), source })?.path();
+            let path = entry.map_err(io(&dir))?.path();
             if path.extension().is_none_or(|e| e != "json") {
                 continue;
             }
-            let text = std::fs::read(&path).map_err(|source| StoreError { path: path.clone(), source })?;
+            let text = std::fs::read(&path).map_err(io(&path))?;
             match serde_json::from_slice(&text) {
                 Ok(record) => out.push(record),
                 // A record this agent cannot read is left for a human, not deleted.
@@ -83,7 +103,8 @@ impl Store {
     pub fn save_task(&self, record: &TaskRecord) -> Result<(), StoreError> {
         let mut record = record.clone();
         strip_secrets(&mut record.task_info);
-        let json = serde_json::to_vec_pretty(&record).expect("task records serialize");
+        let json = serde_json::to_vec_pretty(&record)
+            .map_err(|source| StoreError::Encode { service: record.service_name.clone(), source })?;
         write_atomic(&self.task_path(&record.service_name), &json)
     }
 
@@ -92,7 +113,7 @@ impl Store {
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(source) => Err(StoreError { path, source }),
+            Err(source) => Err(StoreError::Io { path, source }),
         }
     }
 
@@ -110,8 +131,75 @@ fn strip_secrets(task: &mut TaskInfo) {
     }
 }
 
+/// Replaces `path` with `data` so that after a crash it holds either the old
+/// or the new content, and the new content once this returns.
 fn write_atomic(path: &Path, data: &[u8]) -> Result<(), StoreError> {
+    use std::io::Write as _;
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, data).map_err(|source| StoreError { path: tmp.clone(), source })?;
-    std::fs::rename(&tmp, path).map_err(|source| StoreError { path: path.to_owned(), source })
+    let mut file = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+    file.write_all(data).map_err(io(&tmp))?;
+    file.sync_all().map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))?;
+    sync_dir(path)
+}
+
+/// Makes a rename or removal in `path`'s directory durable.
+fn sync_dir(path: &Path) -> Result<(), StoreError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use mpiswarm_mesos::{TaskId, TaskState};
+
+    pub(crate) fn record(service: &str) -> TaskRecord {
+        let mut task_info = TaskInfo::new(service, service, &AgentId::new("A"));
+        let secret = serde_json::json!({"type": "SECRET", "secret": {"type": "VALUE", "value": {"data": "c2VjcmV0"}}});
+        task_info.container = Some(
+            serde_json::from_value(serde_json::json!({
+                "type": "DOCKER",
+                "docker": {"image": "img"},
+                "volumes": [{"container_path": "/run/secrets/k", "mode": "RO", "source": secret}]
+            }))
+            .unwrap(),
+        );
+        TaskRecord {
+            framework_id: FrameworkId::new("fw"),
+            framework_role: None,
+            executor_info: None,
+            task_info,
+            service_name: service.to_owned(),
+            image: "img".into(),
+            status: TaskStatus::new(TaskId::new(service), TaskState::Running),
+            acknowledged: false,
+        }
+    }
+
+    #[test]
+    fn records_round_trip_without_their_secrets_and_a_forgotten_one_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.save_task(&record("s1")).unwrap();
+        store.save_task(&record("s2")).unwrap();
+        store.forget_task("s1").unwrap();
+        store.forget_task("never-there").unwrap();
+        let tasks = store.tasks().unwrap();
+        assert_eq!(tasks.len(), 1);
+        assert_eq!(tasks[0].service_name, "s2");
+        assert!(tasks[0].task_info.container.as_ref().unwrap().volumes.is_empty(), "the secret was not stored");
+        let raw = std::fs::read_to_string(dir.path().join("tasks/s2.json")).unwrap();
+        assert!(!raw.contains("c2VjcmV0"), "{raw}");
+        assert!(!dir.path().join("tasks/s2.tmp").exists(), "no temporary file is left");
+    }
+
+    #[test]
+    fn a_store_that_cannot_be_written_names_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        std::fs::remove_dir_all(dir.path().join("tasks")).unwrap();
+        let err = store.save_task(&record("s1")).unwrap_err().to_string();
+        assert!(err.contains("tasks/s1.tmp"), "{err}");
+    }
 }

@@ -8,13 +8,16 @@ use std::collections::HashMap;
 use std::future::Future;
 
 use bollard::Docker;
+use bollard::container::LogOutput;
 use bollard::models::{ConfigSpec, NetworkCreateRequest, SecretSpec, Service, ServiceSpec, Task};
 use bollard::query_parameters::{
     ListConfigsOptions, ListNetworksOptions, ListSecretsOptions, ListServicesOptions, ListTasksOptions, LogsOptions,
 };
 use futures::StreamExt;
+use futures::stream::BoxStream;
 
 use crate::labels;
+use crate::sandbox::Stream;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SwarmError {
@@ -71,6 +74,26 @@ pub trait Swarm: Send + Sync {
     fn remove(&self, kind: ObjectKind, id: &str) -> impl Future<Output = Result<(), SwarmError>> + Send;
     /// The last `lines` lines of a service's output (stdout and stderr).
     fn logs_tail(&self, service: &str, lines: usize) -> impl Future<Output = Result<String, SwarmError>> + Send;
+    /// A service's log lines with their timestamps, from second `since` of
+    /// the epoch on; with `follow`, the stream stays open for new lines.
+    fn logs(&self, service: &str, follow: bool, since: i32) -> BoxStream<'static, Result<LogLine, SwarmError>>;
+}
+
+/// One line (or chunk, for lines Docker splits) of a service's output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogLine {
+    pub stream: Stream,
+    /// Docker's timestamp of the line, in nanoseconds since the epoch.
+    pub nanos: i64,
+    pub text: bytes::Bytes,
+}
+
+/// Splits Docker's `timestamps=true` framing (`2024-01-02T03:04:05.123456789Z text`).
+pub fn parse_log_line(stream: Stream, raw: &[u8]) -> Option<LogLine> {
+    let space = raw.iter().position(|&b| b == b' ')?;
+    let stamp = std::str::from_utf8(&raw[..space]).ok()?;
+    let nanos = chrono::DateTime::parse_from_rfc3339(stamp).ok()?.timestamp_nanos_opt()?;
+    Some(LogLine { stream, nanos, text: bytes::Bytes::copy_from_slice(&raw[space + 1..]) })
 }
 
 /// The Docker engine over bollard.
@@ -253,5 +276,23 @@ impl Swarm for DockerSwarm {
             out.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
         }
         Ok(out)
+    }
+
+    fn logs(&self, service: &str, follow: bool, since: i32) -> BoxStream<'static, Result<LogLine, SwarmError>> {
+        let options = LogsOptions { stdout: true, stderr: true, follow, since, timestamps: true, ..Default::default() };
+        let operation = format!("logs of service {service}");
+        self.docker
+            .service_logs(service, Some(options))
+            .filter_map(move |chunk| {
+                let line = match chunk {
+                    Err(e) => Some(Err(SwarmError::docker(operation.clone())(e))),
+                    Ok(LogOutput::StdOut { message }) => parse_log_line(Stream::Stdout, &message).map(Ok),
+                    Ok(LogOutput::StdErr { message }) => parse_log_line(Stream::Stderr, &message).map(Ok),
+                    Ok(LogOutput::Console { message }) => parse_log_line(Stream::Stdout, &message).map(Ok),
+                    Ok(LogOutput::StdIn { .. }) => None,
+                };
+                std::future::ready(line)
+            })
+            .boxed()
     }
 }

@@ -187,7 +187,7 @@ async fn after_an_agent_crash_the_new_agent_adopts_the_running_task_which_finish
     let before = support::running_containers(&id.value);
     assert_eq!(before.len(), 1, "{before:?}");
 
-    let (agent_id, data_dir) = h.crash();
+    let (agent_id, data_dir) = h.crash().await;
     // Nothing seeded: the id and the task must come back from the data directory.
     let mut h = support::restart(data_dir).await;
     assert_eq!(h.agent.agent_id().unwrap().value, agent_id, "the agent id comes back from --data-dir");
@@ -272,6 +272,8 @@ async fn a_terminal_task_is_reported_until_acknowledged_then_forgotten() {
     assert_eq!(reported.len(), 1, "unacknowledged terminal tasks are reported on SUBSCRIBE");
     assert_eq!(reported[0].status.state, TaskState::Finished);
     let records = || std::fs::read_dir(h.data_dir.path().join("tasks")).unwrap().count();
+    // Records are written by the agent's writer thread: wait for it.
+    h.agent.flush().await;
     assert_eq!(records(), 1);
     // An acknowledgement of an older update changes nothing.
     let stale = mpiswarm_mesos::Bytes::random_uuid();
@@ -287,6 +289,7 @@ async fn a_terminal_task_is_reported_until_acknowledged_then_forgotten() {
         uuid: finished.uuid.unwrap(),
     }));
     assert!(h.agent.reported_tasks().is_empty());
+    h.agent.flush().await;
     assert_eq!(records(), 0, "the record is gone from the data directory");
     h.wait_until_clean().await;
 }

@@ -40,9 +40,19 @@ impl AgentProcess {
         Self { child, master: master.to_owned(), listen, data_dir, cleanup: None }
     }
 
-    /// The id the offer layer assigned, as the agent persisted it.
-    fn persisted_id(&self) -> String {
-        std::fs::read_to_string(self.data_dir.path().join("agent_id")).expect("agent registered")
+    /// The id the offer layer assigned, as the agent persisted it (its
+    /// writer thread writes it soon after SUBSCRIBED).
+    async fn persisted_id(&self) -> String {
+        let path = self.data_dir.path().join("agent_id");
+        within("the persisted agent id", async {
+            loop {
+                if let Ok(id) = std::fs::read_to_string(&path) {
+                    return id;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
     }
 
     /// From now on, everything labelled with `agent_id` is removed when this is dropped.
@@ -112,13 +122,11 @@ impl World {
         self.framework.id.as_ref().unwrap()
     }
 
+    /// The next event that is not a heartbeat. No deadline of its own:
+    /// heartbeats would keep extending it; its callers have one overall.
     async fn next_event(&mut self) -> Event {
         loop {
-            let e = tokio::time::timeout(DEADLINE, self.events.next())
-                .await
-                .expect("no scheduler event within the deadline")
-                .expect("the scheduler stream ended")
-                .expect("a decodable event");
+            let e = self.events.next().await.expect("the scheduler stream ended").expect("a decodable event");
             if e.kind != EventType::Heartbeat {
                 return e;
             }
@@ -126,15 +134,18 @@ impl World {
     }
 
     async fn offer(&mut self) -> Offer {
-        loop {
-            let e = self.next_event().await;
-            if let Some(offers) = e.offers {
-                let offer = offers.offers.into_iter().next().expect("an offer");
-                self.agent.owns(&offer.agent_id.value);
-                return offer;
+        let wait = async {
+            loop {
+                let e = self.next_event().await;
+                if let Some(offers) = e.offers {
+                    return offers.offers.into_iter().next().expect("an offer");
+                }
+                self.backlog.push_back(e);
             }
-            self.backlog.push_back(e);
-        }
+        };
+        let offer = within("an offer", wait).await;
+        self.agent.owns(&offer.agent_id.value);
+        offer
     }
 
     /// The next UPDATE of `task`, acknowledged.
@@ -142,15 +153,20 @@ impl World {
         let found = self.backlog.iter().position(|e| e.update.as_ref().is_some_and(|u| &u.status.task_id == task));
         let status = match found {
             Some(i) => self.backlog.remove(i).unwrap().update.unwrap().status,
-            None => loop {
-                let e = self.next_event().await;
-                if let Some(u) = e.update.as_ref()
-                    && &u.status.task_id == task
-                {
-                    break e.update.unwrap().status;
-                }
-                self.backlog.push_back(e);
-            },
+            None => {
+                let wait = async {
+                    loop {
+                        let e = self.next_event().await;
+                        if let Some(u) = e.update.as_ref()
+                            && &u.status.task_id == task
+                        {
+                            break e.update.unwrap().status;
+                        }
+                        self.backlog.push_back(e);
+                    }
+                };
+                within(&format!("an update of {task}"), wait).await
+            }
         };
         if let (Some(agent), Some(uuid)) = (status.agent_id.clone(), status.uuid.clone()) {
             let ack = Call::acknowledge(self.framework_id(), agent, status.task_id.clone(), uuid);
@@ -160,13 +176,16 @@ impl World {
     }
 
     async fn until_state(&mut self, task: &TaskId, state: TaskState) -> TaskStatus {
-        loop {
-            let s = self.update(task).await;
-            if s.state == state {
-                return s;
+        let wait = async {
+            loop {
+                let s = self.update(task).await;
+                if s.state == state {
+                    return s;
+                }
+                assert!(!s.state.is_terminal(), "{task} ended {:?}: {:?} (waiting for {state:?})", s.state, s.message);
             }
-            assert!(!s.state.is_terminal(), "{task} ended {:?}: {:?} (waiting for {state:?})", s.state, s.message);
-        }
+        };
+        within(&format!("{task} in {state:?}"), wait).await
     }
 
     async fn accept(&self, offer: &Offer, operation: Operation) {
@@ -207,6 +226,12 @@ impl World {
             support::wait_for_docker_event(&docker, Duration::from_secs(2)).await;
         }
     }
+}
+
+/// `fut`, failing the test if it takes longer than [`DEADLINE`] in all
+/// (events and heartbeats on the way do not extend it).
+async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(DEADLINE, fut).await.unwrap_or_else(|_| panic!("no {what} within {DEADLINE:?}"))
 }
 
 /// The offer layer in-process on a free loopback port, and the agent binary
@@ -265,7 +290,7 @@ async fn the_agent_registers_with_docker_resources_and_its_attributes() {
     assert_eq!(agent["attributes"]["rack"], "r1");
     assert_eq!(agent["attributes"]["zone"], "a");
     assert!(agent["attributes"]["hostname"].as_str().is_some_and(|h| !h.is_empty()), "{agent}");
-    assert_eq!(w.agent.persisted_id(), offer.agent_id.value);
+    assert_eq!(w.agent.persisted_id().await, offer.agent_id.value);
     let base = format!("http://{}", w.agent.listen);
     let get = |path: &str| reqwest::get(format!("{base}{path}"));
     assert_eq!(get("/healthz").await.unwrap().status(), 200);
@@ -439,7 +464,7 @@ async fn after_kill_9_and_restart_the_task_keeps_running_is_re_reported_and_fini
     assert_eq!(slaves.len(), 1, "{master}");
     assert_eq!(slaves[0]["id"], agent_id.as_str(), "{master}");
     assert_eq!(slaves[0]["active"], true, "{master}");
-    assert_eq!(w.agent.persisted_id(), agent_id);
+    assert_eq!(w.agent.persisted_id().await, agent_id);
     assert_eq!(support::running_containers(&id.value), before, "the container was not touched");
 
     let brief_done = w.until_state(&brief_id, TaskState::Finished).await;
@@ -559,4 +584,28 @@ fn bad_flags_stop_the_agent_with_a_message_naming_the_value() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(expected), "{flag} {value}: expected '{expected}' in: {stderr}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_the_agent_cleanly_and_it_comes_back_as_the_same_agent() {
+    let mut w = World::start().await;
+    let offer = w.offer().await;
+    let pid = w.agent.child.id().to_string();
+    let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(sent.success(), "kill -TERM {pid}");
+    let exited = within("the agent's exit after SIGTERM", async {
+        loop {
+            if let Some(status) = w.agent.child.try_wait().unwrap() {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(exited.success(), "SIGTERM is a clean stop, not a failure: {exited:?}");
+    let log = std::fs::read_to_string(w.agent.data_dir.path().join("agent.log")).unwrap();
+    assert!(log.contains("stopping on a signal"), "{log}");
+    w.agent.restart();
+    let again = w.offer().await;
+    assert_eq!(again.agent_id, offer.agent_id, "the restarted agent re-registered with its persisted id");
 }

@@ -271,3 +271,22 @@ impl Event {
         Self { error: Some(Error { message: message.into() }), ..Self::bare(EventType::Error) }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_info_carries_its_port_like_mesos_and_older_agents_send_none() {
+        let mut info =
+            AgentInfo { hostname: "node1".into(), id: None, resources: vec![], attributes: vec![], port: Some(5051) };
+        let json = serde_json::to_value(&info).unwrap();
+        assert_eq!(json["port"], 5051);
+        assert_eq!(serde_json::from_value::<AgentInfo>(json).unwrap(), info);
+        info.port = None;
+        let json = serde_json::to_value(&info).unwrap();
+        assert!(json.get("port").is_none(), "{json}");
+        let old: AgentInfo = serde_json::from_str(r#"{"hostname": "n"}"#).unwrap();
+        assert_eq!(old.port, None);
+    }
+}

@@ -8,14 +8,18 @@
 //!   the offer layer (documented in `offers/README.md`).
 //! - [`recordio`]: the RecordIO framing of event streams.
 //! - [`roles`]: which strings are Mesos roles (`roles::validate`).
-//! - [`client`]: an async scheduler client for frameworks.
+//! - [`client`]: async clients of the scheduler API (frameworks) and the
+//!   agent API (node agents);
+//! - [`agent_session`]: the agent's one subscribe / re-subscribe / UPDATE
+//!   delivery loop, shared by `mpiswarm agent` and the test agent.
 //!
 //! JSON follows protobuf's JSON mapping as Mesos' stout writes and reads it:
 //! field names in snake_case, enums as their names, `bytes` as base64,
 //! unknown fields ignored, missing required fields rejected. This crate
-//! does no I/O except in [`client`].
+//! does no I/O except in [`client`] and [`agent_session`].
 
 pub mod agent_api;
+pub mod agent_session;
 pub mod base64_bytes;
 pub mod client;
 

@@ -2,6 +2,8 @@
 //!
 //! - [`agent`]: [`TestAgent`] and [`TestAgents`], in-process node agents
 //!   that speak the real agent API over HTTP and keep no containers;
+//! - [`spec`]: [`AgentSpec`], what an agent is;
+//! - [`books`]: the tasks an agent holds and how events move them;
 //! - [`program`]: how a test agent ends a task by its command's last words
 //!   (`true`, `false`, `exit N`, `sleep N`, or never), and the
 //!   [`program::FAIL_LAUNCH_LABEL`] that makes a launch fail on purpose.
@@ -31,7 +33,11 @@
 //! TASK_KILLED). See [`program`].
 
 pub mod agent;
+pub mod books;
 pub mod program;
+pub mod spec;
 
-pub use agent::{AgentSpec, DEADLINE, TestAgent, TestAgents, TestTask};
+pub use agent::{DEADLINE, TestAgent, TestAgents};
+pub use books::TestTask;
 pub use program::{FAIL_LAUNCH_LABEL, Outcome};
+pub use spec::AgentSpec;

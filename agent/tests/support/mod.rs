@@ -18,6 +18,9 @@ use tokio::sync::mpsc;
 
 pub const RANK_IMAGE: &str = mpiswarm_agent::images::RANK_IMAGE;
 
+/// Generous: a container start on this small shared machine takes seconds.
+pub const STATUS_DEADLINE: Duration = Duration::from_secs(120);
+
 pub struct Harness {
     pub agent: Arc<Agent<DockerSwarm>>,
     pub statuses: mpsc::UnboundedReceiver<Outgoing>,
@@ -29,14 +32,22 @@ pub struct Harness {
     stash: std::collections::VecDeque<Outgoing>,
     cleanup: Option<Cleanup>,
     _supervisor: mpiswarm_agent::run::Supervisor,
+    /// The agent's watchdog report, once one of its tasks panicked.
+    panicked: tokio::sync::watch::Receiver<Option<String>>,
 }
 
 /// Fails (never skips) when there is no engine or no rank image: these
 /// tests are the agent's proof against the real thing.
 pub async fn harness(test: &str) -> Harness {
+    harness_with(test, |_| {}).await
+}
+
+/// [`harness`] with its agent's configuration changed by `tweak`.
+pub async fn harness_with(test: &str, tweak: impl FnOnce(&mut AgentConfig)) -> Harness {
     let data_dir = tempfile::tempdir().unwrap();
     let agent_id = format!("test-{test}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    start(&agent_id, data_dir).await
+    Store::open(data_dir.path()).unwrap().save_agent_id(&AgentId::new(&agent_id)).unwrap();
+    restart_with(data_dir, tweak).await
 }
 
 /// A fresh agent whose id is `agent_id` (as if the offer layer had assigned it).
@@ -48,6 +59,10 @@ pub async fn start(agent_id: &str, data_dir: tempfile::TempDir) -> Harness {
 /// An agent on an existing data directory: its id and tasks are whatever the
 /// previous incarnation left there, nothing is seeded.
 pub async fn restart(data_dir: tempfile::TempDir) -> Harness {
+    restart_with(data_dir, |_| {}).await
+}
+
+async fn restart_with(data_dir: tempfile::TempDir, tweak: impl FnOnce(&mut AgentConfig)) -> Harness {
     let _ = tracing_subscriber::fmt().with_env_filter("mpiswarm_agent=debug").with_test_writer().try_init();
     let docker = node::connect(None).await.expect("a Docker engine must answer on the local socket");
     let node_id = node::ensure_swarm(&docker).await.expect("the engine must be (or become) a swarm manager");
@@ -56,9 +71,16 @@ pub async fn restart(data_dir: tempfile::TempDir) -> Harness {
     let store = Store::open(data_dir.path()).unwrap();
     let agent_id = store.agent_id().unwrap().expect("the data directory holds an agent id").value;
     let agent_id = agent_id.as_str();
-    let config = AgentConfig { orphan_grace: Duration::from_secs(3), ..AgentConfig::default() };
-    let (agent, statuses) = Agent::new(DockerSwarm { docker: docker.clone() }, node_id, store, config).unwrap();
-    let supervisor = mpiswarm_agent::run::supervise(Arc::clone(&agent), docker.clone(), Duration::from_millis(500));
+    let mut config = AgentConfig { orphan_grace: Duration::from_secs(3), ..AgentConfig::default() };
+    tweak(&mut config);
+    // A panic in the agent's work fails the test at its next wait for a status.
+    let (spawner, failures) = mpiswarm_agent::watchdog::watchdog();
+    let (panicked_tx, panicked) = tokio::sync::watch::channel(None);
+    tokio::spawn(async move { panicked_tx.send_replace(Some(failures.first().await.to_string())) });
+    let (agent, statuses) =
+        Agent::new(DockerSwarm { docker: docker.clone() }, node_id, store, config, spawner.clone()).unwrap();
+    let supervisor =
+        mpiswarm_agent::run::supervise(Arc::clone(&agent), docker.clone(), Duration::from_millis(500), &spawner);
     Harness {
         agent,
         statuses,
@@ -69,6 +91,7 @@ pub async fn restart(data_dir: tempfile::TempDir) -> Harness {
         stash: std::collections::VecDeque::new(),
         cleanup: Some(Cleanup { agent_id: agent_id.to_owned() }),
         _supervisor: supervisor,
+        panicked,
     }
 }
 
@@ -96,12 +119,34 @@ pub fn ensure_rank_image() {
 impl Harness {
     /// Stops this agent as `kill -9` would (no cleanup of its services) and
     /// hands back its data directory for the next incarnation.
-    pub fn crash(mut self) -> (String, tempfile::TempDir) {
+    pub async fn crash(mut self) -> (String, tempfile::TempDir) {
+        // What the agent recorded before the "crash" is on disk, as it would
+        // be after a real one (the writer fsyncs each record).
+        self.agent.flush().await;
         // Disarm without running the guard: the services must outlive this agent.
         std::mem::forget(self.cleanup.take());
         let agent_id = self.agent_id.clone();
         let dir = std::mem::replace(&mut self.data_dir, tempfile::tempdir().unwrap());
         (agent_id, dir)
+    }
+
+    /// Hands the agent the framework's acknowledgement of `status`.
+    pub fn acknowledge(&self, status: &mpiswarm_mesos::TaskStatus) {
+        let ack = mpiswarm_mesos::agent_api::Acknowledged {
+            framework_id: self.framework_id.clone(),
+            task_id: status.task_id.clone(),
+            uuid: status.uuid.clone().expect("agent statuses carry a uuid"),
+        };
+        self.agent.handle(mpiswarm_mesos::agent_api::Event::acknowledged(ack));
+    }
+
+    /// Serves the agent's HTTP endpoints on a free loopback port; its base URL.
+    pub async fn serve_http(&self) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let app = mpiswarm_agent::http::router(Arc::clone(&self.agent), Arc::default());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        url
     }
 
     pub fn framework_info(&self) -> FrameworkInfo {
@@ -126,33 +171,51 @@ impl Harness {
         self.agent.launch(self.framework_id.clone(), &self.framework_info(), Some(executor), tasks).await;
     }
 
-    /// The next status of `task`, skipping other tasks' statuses.
+    /// The next status of `task`, skipping other tasks' statuses, within
+    /// one overall deadline (other tasks' statuses do not extend it).
     pub async fn next_status(&mut self, task: &TaskId) -> mpiswarm_mesos::TaskStatus {
         if let Some(i) = self.stash.iter().position(|o| &o.status.task_id == task) {
             return self.stash.remove(i).expect("position is in range").status;
         }
-        loop {
-            let item = tokio::time::timeout(Duration::from_secs(120), self.statuses.recv())
-                .await
-                .unwrap_or_else(|_| panic!("no status for {task} within 120 s"))
-                .expect("agent outbox closed");
-            if &item.status.task_id == task {
-                return item.status;
+        let wait = async {
+            loop {
+                let item = tokio::select! {
+                    item = self.statuses.recv() => item.expect("agent outbox closed"),
+                    report = self.panicked.wait_for(Option::is_some) => {
+                        panic!("{}", report.map(|r| r.clone().unwrap_or_default()).unwrap_or_default())
+                    }
+                };
+                if &item.status.task_id == task {
+                    return item.status;
+                }
+                self.stash.push_back(item);
             }
-            self.stash.push_back(item);
-        }
+        };
+        tokio::time::timeout(STATUS_DEADLINE, wait)
+            .await
+            .unwrap_or_else(|_| panic!("no status for {task} within {STATUS_DEADLINE:?}"))
     }
 
     /// Statuses of `task` until one in `state` (returned), asserting that
-    /// none is terminal before it.
+    /// none is terminal before it; one overall deadline.
     pub async fn wait_for(&mut self, task: &TaskId, state: TaskState) -> mpiswarm_mesos::TaskStatus {
-        loop {
-            let s = self.next_status(task).await;
-            if s.state == state {
-                return s;
+        let wait = async {
+            loop {
+                let s = self.next_status(task).await;
+                if s.state == state {
+                    return s;
+                }
+                assert!(
+                    !s.state.is_terminal(),
+                    "{task} ended {:?} ({:?}) while waiting for {state:?}",
+                    s.state,
+                    s.message
+                );
             }
-            assert!(!s.state.is_terminal(), "{task} ended {:?} ({:?}) while waiting for {state:?}", s.state, s.message);
-        }
+        };
+        tokio::time::timeout(STATUS_DEADLINE, wait)
+            .await
+            .unwrap_or_else(|_| panic!("{task} not {state:?} within {STATUS_DEADLINE:?}"))
     }
 
     /// Names of this agent's services, networks, secrets and configs, by CLI.
@@ -307,4 +370,15 @@ pub fn config_uri(path: &str, data: &[u8]) -> mpiswarm_mesos::task::CommandUri {
         cache: None,
         output_file: Some(path.to_owned()),
     }
+}
+
+/// The id of the running container of `service` (on this engine).
+pub fn container_of(service: &str) -> String {
+    let out = std::process::Command::new("docker")
+        .args(["ps", "-q", "--filter", &format!("label=com.docker.swarm.service.name={service}")])
+        .output()
+        .unwrap();
+    let id = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().trim().to_owned();
+    assert!(!id.is_empty(), "service {service} has no running container");
+    id
 }

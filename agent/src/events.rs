@@ -1,0 +1,113 @@
+//! What each event of the offer layer's stream does to the agent: LAUNCH and
+//! LAUNCH_GROUP start a group, KILL kills a task, SHUTDOWN kills every task
+//! of a framework (or of one executor), ACKNOWLEDGED lets a task be
+//! forgotten. Long work runs in its own watched task so the stream keeps
+//! flowing; this module decides nothing about Swarm.
+
+use std::sync::Arc;
+
+use mpiswarm_mesos::TaskId;
+use mpiswarm_mesos::agent_api::{Event, EventType, Shutdown};
+use tracing::Instrument as _;
+
+use crate::agent::{Agent, Tracked};
+use crate::locks::lock;
+use crate::swarm::Swarm;
+
+impl<S: Swarm + 'static> Agent<S> {
+    /// Handles one event of the offer layer's stream.
+    pub fn handle(self: &Arc<Self>, event: Event) {
+        match event.kind {
+            EventType::Launch => {
+                if let Some(l) = event.launch {
+                    let me = Arc::clone(self);
+                    let name = format!("launch {}", l.task_info.task_id);
+                    let span = tracing::info_span!("launch", framework = %l.framework_id, task = %l.task_info.task_id);
+                    let work =
+                        async move { me.launch(l.framework_id, &l.framework_info, None, vec![l.task_info]).await };
+                    self.spawner.spawn(name, work.instrument(span));
+                }
+            }
+            EventType::LaunchGroup => {
+                if let Some(l) = event.launch_group {
+                    let me = Arc::clone(self);
+                    let name = format!("launch group {}", l.executor_info.executor_id);
+                    let span = tracing::info_span!("launch_group", framework = %l.framework_id, executor = %l.executor_info.executor_id);
+                    let work = async move {
+                        me.launch(l.framework_id, &l.framework_info, Some(l.executor_info), l.task_group.tasks).await
+                    };
+                    self.spawner.spawn(name, work.instrument(span));
+                }
+            }
+            EventType::Kill => {
+                if let Some(k) = event.kill {
+                    let me = Arc::clone(self);
+                    let name = format!("kill {}", k.task_id);
+                    self.spawner.spawn(name, async move { me.kill_task(&k.framework_id, &k.task_id).await });
+                }
+            }
+            EventType::Shutdown => {
+                if let Some(s) = event.shutdown {
+                    let victims = shutdown_victims(lock(&self.tasks).values(), &s);
+                    for task_id in victims {
+                        let me = Arc::clone(self);
+                        let fw = s.framework_id.clone();
+                        self.spawner.spawn(format!("kill {task_id}"), async move { me.kill_task(&fw, &task_id).await });
+                    }
+                }
+            }
+            EventType::Acknowledged => {
+                if let Some(a) = event.acknowledged {
+                    self.acknowledged(&a.framework_id, &a.task_id, &a.uuid);
+                }
+            }
+            EventType::Subscribed | EventType::Heartbeat | EventType::Message | EventType::Unknown => {}
+            EventType::Error => {
+                tracing::warn!(message = ?event.error.map(|e| e.message), "offer layer sent ERROR");
+            }
+        }
+    }
+}
+
+/// The live tasks a SHUTDOWN ends: the framework's, or only its executor's
+/// when one is named.
+pub(crate) fn shutdown_victims<'a>(tasks: impl Iterator<Item = &'a Tracked>, s: &Shutdown) -> Vec<TaskId> {
+    tasks
+        .filter(|t| t.record.framework_id == s.framework_id)
+        .filter(|t| {
+            s.executor_id.is_none() || t.record.executor_info.as_ref().map(|e| &e.executor_id) == s.executor_id.as_ref()
+        })
+        .filter(|t| !t.record.status.state.is_terminal())
+        .map(|t| t.record.task_info.task_id.clone())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::tests::record;
+    use mpiswarm_mesos::{ExecutorId, ExecutorInfo, FrameworkId, TaskState};
+
+    fn tracked(service: &str, framework: &str, executor: Option<&str>, state: TaskState) -> Tracked {
+        let mut r = record(service);
+        r.framework_id = FrameworkId::new(framework);
+        r.executor_info = executor.map(ExecutorInfo::default_executor);
+        r.status.state = state;
+        Tracked { record: r, killing: false }
+    }
+
+    #[test]
+    fn shutdown_ends_the_live_tasks_of_the_framework_or_of_its_executor() {
+        let tasks = [
+            tracked("a", "fw", Some("e1"), TaskState::Running),
+            tracked("b", "fw", Some("e2"), TaskState::Starting),
+            tracked("c", "fw", None, TaskState::Finished),
+            tracked("d", "other", Some("e1"), TaskState::Running),
+        ];
+        let ids = |v: Vec<TaskId>| v.into_iter().map(|t| t.value).collect::<Vec<_>>();
+        let all = Shutdown { framework_id: FrameworkId::new("fw"), executor_id: None };
+        assert_eq!(ids(shutdown_victims(tasks.iter(), &all)), vec!["a", "b"]);
+        let one = Shutdown { framework_id: FrameworkId::new("fw"), executor_id: Some(ExecutorId::new("e2")) };
+        assert_eq!(ids(shutdown_victims(tasks.iter(), &one)), vec!["b"]);
+    }
+}

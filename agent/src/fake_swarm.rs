@@ -1,0 +1,92 @@
+//! An in-memory [`Swarm`] for unit tests of the agent's logic (launch,
+//! rollback, collection, lifecycle): it records objects by kind and name and
+//! can be told to refuse one service. Test-only; never a stand-in for Docker
+//! in anything but pure-logic tests.
+
+use bollard::models::{ConfigSpec, NetworkCreateRequest, SecretSpec, Service, ServiceSpec, Task};
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use crate::swarm::{LogLine, ObjectKind, Swarm, SwarmError};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+
+/// An in-memory swarm that records objects and can be told to refuse a
+/// service by name.
+#[derive(Default)]
+pub(crate) struct FakeSwarm {
+    pub(crate) objects: Mutex<BTreeMap<(String, String), ServiceSpec>>,
+    pub(crate) refuse_service: Option<String>,
+    /// What `logs` answers for every service (followed or not).
+    pub(crate) log_lines: Vec<LogLine>,
+}
+
+impl FakeSwarm {
+    fn put(&self, kind: &str, name: &str, spec: ServiceSpec) -> String {
+        self.objects.lock().unwrap().insert((kind.into(), name.into()), spec);
+        format!("{kind}-{name}")
+    }
+    pub(crate) fn names(&self) -> Vec<(String, String)> {
+        self.objects.lock().unwrap().keys().cloned().collect()
+    }
+}
+
+impl Swarm for FakeSwarm {
+    async fn ensure_network(&self, r: NetworkCreateRequest) -> Result<(), SwarmError> {
+        self.put("network", &r.name, ServiceSpec::default());
+        Ok(())
+    }
+    async fn ensure_secret(&self, s: SecretSpec) -> Result<String, SwarmError> {
+        Ok(self.put("secret", &s.name.unwrap(), ServiceSpec::default()))
+    }
+    async fn ensure_config(&self, s: ConfigSpec) -> Result<String, SwarmError> {
+        Ok(self.put("config", &s.name.unwrap(), ServiceSpec::default()))
+    }
+    async fn create_service(&self, spec: ServiceSpec) -> Result<String, SwarmError> {
+        let name = spec.name.clone().unwrap();
+        if self.refuse_service.as_deref() == Some(name.as_str()) {
+            return Err(SwarmError::NetworkConflict { name, driver: "x".into(), scope: "local".into() });
+        }
+        Ok(self.put("service", &name, spec))
+    }
+    async fn remove_service(&self, name: &str) -> Result<(), SwarmError> {
+        self.objects.lock().unwrap().remove(&("service".into(), name.into()));
+        Ok(())
+    }
+    async fn services(&self, _: &str) -> Result<Vec<Service>, SwarmError> {
+        let objects = self.objects.lock().unwrap();
+        Ok(objects
+            .iter()
+            .filter(|((k, _), _)| k == "service")
+            .map(|(_, spec)| Service { spec: Some(spec.clone()), ..Default::default() })
+            .collect())
+    }
+    async fn tasks(&self, _: &str) -> Result<Vec<Task>, SwarmError> {
+        Ok(vec![])
+    }
+    async fn owned(&self, kind: ObjectKind, _: &str) -> Result<Vec<crate::swarm::Owned>, SwarmError> {
+        let k = match kind {
+            ObjectKind::Network => "network",
+            ObjectKind::Secret => "secret",
+            ObjectKind::Config => "config",
+        };
+        Ok(self
+            .names()
+            .into_iter()
+            .filter(|(kk, _)| kk == k)
+            .map(|(kk, name)| crate::swarm::Owned { id: format!("{kk}-{name}"), name })
+            .collect())
+    }
+    async fn remove(&self, _: ObjectKind, id: &str) -> Result<(), SwarmError> {
+        self.objects.lock().unwrap().retain(|(k, n), _| format!("{k}-{n}") != id);
+        Ok(())
+    }
+    async fn logs_tail(&self, _: &str, _: usize) -> Result<String, SwarmError> {
+        Ok(String::new())
+    }
+    fn logs(&self, _: &str, _: bool, since: i32) -> BoxStream<'static, Result<LogLine, SwarmError>> {
+        let since = i64::from(since) * 1_000_000_000;
+        let lines: Vec<_> = self.log_lines.iter().filter(|l| l.nanos >= since).cloned().map(Ok).collect();
+        futures::stream::iter(lines).boxed()
+    }
+}

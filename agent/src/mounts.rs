@@ -1,0 +1,336 @@
+//! Data in and out: the Mesos `Volume`s of a TaskInfo (other than SECRET
+//! files, which are [`crate::plan`]'s) as Swarm mounts, checked before
+//! anything is created:
+//!
+//! - `source.type = DOCKER_VOLUME`, `docker_volume.name` (driver `local` or
+//!   any plugin, `driver_options` passed on): a named Docker volume, created
+//!   by Docker on first use and never removed by the agent (it is the job's
+//!   data);
+//! - `source.type = DOCKER_VOLUME` with `docker_volume.driver = "tmpfs"`: a
+//!   fresh tmpfs for this task alone (Mesos has no tmpfs source; no Docker
+//!   volume driver is called `tmpfs`, so the name cannot mean anything
+//!   else); `driver_options` `size` (bytes, or with a `k`/`m`/`g` suffix)
+//!   and `mode` (octal) are honoured, the name is ignored;
+//! - `source.type = HOST_PATH`, `host_path.path` (or the deprecated
+//!   `Volume.host_path`): a bind mount, refused unless the path, with every
+//!   symlink and `..` resolved, lies under a prefix the agent allows
+//!   (`--allow-host-path-prefix`);
+//! - any other source (SANDBOX_PATH, CSI_VOLUME, UNKNOWN, none): refused.
+//!
+//! `mode: RO` mounts read-only. Resolving host paths reads the filesystem,
+//! so planning runs off the async workers.
+
+use std::path::{Component, Path, PathBuf};
+
+use mpiswarm_mesos::task::{Volume, VolumeMode};
+
+/// One mount of a task's container.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MountPlan {
+    /// A named Docker volume.
+    Volume { name: String, driver: Option<String>, options: Vec<(String, String)>, target: String, read_only: bool },
+    /// A host directory or file (already resolved and allowed).
+    Bind { source: String, target: String, read_only: bool },
+    /// A fresh tmpfs.
+    Tmpfs { target: String, size_bytes: Option<i64>, mode: Option<i64> },
+}
+
+/// The pseudo volume driver that asks for a tmpfs.
+pub const TMPFS_DRIVER: &str = "tmpfs";
+
+/// The host path prefixes bind mounts may come from, resolved.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HostPaths {
+    allowed: Vec<PathBuf>,
+}
+
+impl HostPaths {
+    /// No host path is allowed.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Allows paths under each of `prefixes` (absolute, existing; resolved here).
+    pub fn allow(prefixes: &[PathBuf]) -> Result<Self, String> {
+        let mut allowed = Vec::new();
+        for p in prefixes {
+            if !p.is_absolute() {
+                return Err(format!("--allow-host-path-prefix '{}' is not an absolute path", p.display()));
+            }
+            let real = std::fs::canonicalize(p)
+                .map_err(|e| format!("--allow-host-path-prefix '{}' cannot be resolved: {e}", p.display()))?;
+            allowed.push(real);
+        }
+        Ok(Self { allowed })
+    }
+
+    /// The resolved path if `path` may be bind-mounted, else why not.
+    pub fn check(&self, path: &str) -> Result<PathBuf, String> {
+        let p = Path::new(path);
+        if !p.is_absolute() {
+            return Err(format!("host path '{path}' is not absolute"));
+        }
+        let allowed = || {
+            if self.allowed.is_empty() {
+                "none; start the agent with --allow-host-path-prefix".to_owned()
+            } else {
+                self.allowed.iter().map(|a| a.display().to_string()).collect::<Vec<_>>().join(", ")
+            }
+        };
+        // Refuse before touching the disk when even the written path is out.
+        let lexical: PathBuf = p.components().filter(|c| !matches!(c, Component::CurDir)).collect();
+        if self.allowed.is_empty() {
+            return Err(format!("host path '{path}' is not allowed (allowed prefixes: {})", allowed()));
+        }
+        let real = std::fs::canonicalize(&lexical)
+            .map_err(|e| format!("host path '{path}' cannot be resolved on this node: {e}"))?;
+        if !self.allowed.iter().any(|a| real.starts_with(a)) {
+            return Err(format!(
+                "host path '{path}' (resolved to '{}') is not under an allowed prefix (allowed: {})",
+                real.display(),
+                allowed()
+            ));
+        }
+        Ok(real)
+    }
+}
+
+/// The mounts of `volumes` (SECRET volumes are skipped: they are files).
+pub fn mounts(volumes: &[Volume], host_paths: &HostPaths) -> Result<Vec<MountPlan>, String> {
+    let mut out = Vec::new();
+    for volume in volumes {
+        let target = &volume.container_path;
+        let read_only = volume.mode == VolumeMode::Ro;
+        if let Some(host) = &volume.host_path {
+            let source = host_paths.check(host).map_err(|e| format!("volume {target}: {e}"))?;
+            check_target(target)?;
+            out.push(MountPlan::Bind { source: source.display().to_string(), target: target.clone(), read_only });
+            continue;
+        }
+        let Some(source) = &volume.source else {
+            return Err(format!("volume {target}: it has no source (give source.type and its fields)"));
+        };
+        let kind = source.get("type").and_then(|t| t.as_str()).unwrap_or("");
+        let plan = match kind {
+            "SECRET" => continue,
+            "DOCKER_VOLUME" => docker_volume(source.get("docker_volume"), target, read_only)?,
+            "HOST_PATH" => {
+                let path = source
+                    .get("host_path")
+                    .and_then(|h| h.get("path"))
+                    .and_then(|p| p.as_str())
+                    .ok_or_else(|| format!("volume {target}: source.host_path.path is missing"))?;
+                let real = host_paths.check(path).map_err(|e| format!("volume {target}: {e}"))?;
+                MountPlan::Bind { source: real.display().to_string(), target: target.clone(), read_only }
+            }
+            other => {
+                return Err(format!(
+                    "volume {target}: source type '{other}' is not supported (DOCKER_VOLUME, HOST_PATH, SECRET; \
+                     a tmpfs is DOCKER_VOLUME with driver 'tmpfs')"
+                ));
+            }
+        };
+        check_target(target)?;
+        out.push(plan);
+    }
+    Ok(out)
+}
+
+fn docker_volume(spec: Option<&serde_json::Value>, target: &str, read_only: bool) -> Result<MountPlan, String> {
+    let spec = spec.ok_or_else(|| format!("volume {target}: source.docker_volume is missing"))?;
+    let driver = spec.get("driver").and_then(|d| d.as_str()).filter(|d| !d.is_empty());
+    let options: Vec<(String, String)> = spec
+        .get("driver_options")
+        .and_then(|o| o.get("parameter"))
+        .and_then(|p| p.as_array())
+        .into_iter()
+        .flatten()
+        .filter_map(|p| Some((p.get("key")?.as_str()?.to_owned(), p.get("value")?.as_str()?.to_owned())))
+        .collect();
+    if driver == Some(TMPFS_DRIVER) {
+        let mut size_bytes = None;
+        let mut mode = None;
+        for (key, value) in &options {
+            match key.as_str() {
+                "size" => {
+                    size_bytes = Some(size(value).ok_or_else(|| {
+                        format!("volume {target}: tmpfs size '{value}' is not bytes (e.g. 67108864, 64m, 1g)")
+                    })?)
+                }
+                "mode" => {
+                    mode = Some(
+                        i64::from_str_radix(value, 8)
+                            .map_err(|_| format!("volume {target}: tmpfs mode '{value}' is not octal (e.g. 1777)"))?,
+                    )
+                }
+                other => return Err(format!("volume {target}: tmpfs option '{other}' is not supported (size, mode)")),
+            }
+        }
+        if read_only {
+            return Err(format!("volume {target}: a tmpfs cannot be read-only (mode RO); use RW"));
+        }
+        return Ok(MountPlan::Tmpfs { target: target.to_owned(), size_bytes, mode });
+    }
+    let name = spec.get("name").and_then(|n| n.as_str()).unwrap_or("");
+    if !is_volume_name(name) {
+        return Err(format!(
+            "volume {target}: docker_volume.name '{name}' is not a Docker volume name (letters, digits, '_', '.', '-'; starting with a letter or digit)"
+        ));
+    }
+    Ok(MountPlan::Volume {
+        name: name.to_owned(),
+        driver: driver.map(str::to_owned),
+        options,
+        target: target.to_owned(),
+        read_only,
+    })
+}
+
+fn is_volume_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+/// `67108864`, `64k`, `64m`, `1g` (binary units) as bytes.
+fn size(text: &str) -> Option<i64> {
+    let lower = text.trim().to_ascii_lowercase();
+    let (digits, unit) = match lower.char_indices().last()? {
+        (i, 'k') => (&lower[..i], 1i64 << 10),
+        (i, 'm') => (&lower[..i], 1 << 20),
+        (i, 'g') => (&lower[..i], 1 << 30),
+        _ => (lower.as_str(), 1),
+    };
+    digits.parse::<i64>().ok().filter(|n| *n > 0)?.checked_mul(unit)
+}
+
+fn check_target(target: &str) -> Result<(), String> {
+    let p = Path::new(target);
+    if !p.is_absolute() || p.components().any(|c| matches!(c, Component::ParentDir)) || target == "/" {
+        return Err(format!("volume container_path '{target}' must be an absolute path other than / without '..'"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn volume(json: serde_json::Value) -> Volume {
+        serde_json::from_value(json).unwrap()
+    }
+
+    fn allow(dir: &Path) -> HostPaths {
+        HostPaths::allow(&[dir.to_owned()]).unwrap()
+    }
+
+    #[test]
+    fn named_volumes_and_tmpfs_are_docker_volumes_and_secrets_are_left_to_files() {
+        let v = [
+            volume(serde_json::json!({"container_path": "/data", "mode": "RW", "source": {"type": "DOCKER_VOLUME",
+                "docker_volume": {"name": "job-data", "driver": "local",
+                    "driver_options": {"parameter": [{"key": "o", "value": "uid=1000"}]}}}})),
+            volume(serde_json::json!({"container_path": "/in", "mode": "RO", "source": {"type": "DOCKER_VOLUME",
+                "docker_volume": {"name": "inputs"}}})),
+            volume(serde_json::json!({"container_path": "/scratch", "mode": "RW", "source": {"type": "DOCKER_VOLUME",
+                "docker_volume": {"name": "ignored", "driver": "tmpfs",
+                    "driver_options": {"parameter": [{"key": "size", "value": "64m"}, {"key": "mode", "value": "1777"}]}}}})),
+            volume(serde_json::json!({"container_path": "/run/secrets/k", "mode": "RO", "source": {"type": "SECRET",
+                "secret": {"type": "VALUE", "value": {"data": "eA=="}}}})),
+        ];
+        assert_eq!(
+            mounts(&v, &HostPaths::none()).unwrap(),
+            vec![
+                MountPlan::Volume {
+                    name: "job-data".into(),
+                    driver: Some("local".into()),
+                    options: vec![("o".into(), "uid=1000".into())],
+                    target: "/data".into(),
+                    read_only: false
+                },
+                MountPlan::Volume {
+                    name: "inputs".into(),
+                    driver: None,
+                    options: vec![],
+                    target: "/in".into(),
+                    read_only: true
+                },
+                MountPlan::Tmpfs { target: "/scratch".into(), size_bytes: Some(64 << 20), mode: Some(0o1777) },
+            ]
+        );
+    }
+
+    #[test]
+    fn host_paths_are_bound_only_under_an_allowed_prefix_after_resolution() {
+        let root = tempfile::tempdir().unwrap();
+        let allowed = root.path().join("allowed");
+        std::fs::create_dir_all(allowed.join("in")).unwrap();
+        std::fs::create_dir_all(root.path().join("private")).unwrap();
+        std::os::unix::fs::symlink(root.path().join("private"), allowed.join("sneaky")).unwrap();
+        let policy = allow(&allowed);
+        let bind = |path: &str| {
+            let v = volume(serde_json::json!({"container_path": "/in", "mode": "RO",
+                "source": {"type": "HOST_PATH", "host_path": {"path": path}}}));
+            mounts(&[v], &policy)
+        };
+        let inside = format!("{}/in", allowed.display());
+        let real_inside = std::fs::canonicalize(&inside).unwrap().display().to_string();
+        assert_eq!(
+            bind(&inside).unwrap(),
+            vec![MountPlan::Bind { source: real_inside, target: "/in".into(), read_only: true }]
+        );
+        for escape in
+            [format!("{}/in/../../private", allowed.display()), format!("{}/sneaky", allowed.display()), "/etc".into()]
+        {
+            let err = bind(&escape).unwrap_err();
+            assert!(
+                err.contains(&format!("host path '{escape}'")) && err.contains("not under an allowed prefix"),
+                "{err}"
+            );
+        }
+        assert!(bind("relative/path").unwrap_err().contains("is not absolute"));
+        assert!(bind(&format!("{}/missing", allowed.display())).unwrap_err().contains("cannot be resolved"));
+        // The deprecated top-level host_path follows the same rule.
+        let legacy = volume(serde_json::json!({"container_path": "/in", "mode": "RW", "host_path": "/etc"}));
+        assert!(mounts(&[legacy], &policy).unwrap_err().contains("host path '/etc'"));
+        let none = volume(serde_json::json!({"container_path": "/in", "mode": "RW", "host_path": inside}));
+        let err = mounts(&[none], &HostPaths::none()).unwrap_err();
+        assert!(err.contains("--allow-host-path-prefix"), "{err}");
+    }
+
+    #[test]
+    fn unsupported_sources_and_bad_fields_name_what_is_wrong() {
+        let refuse = |json: serde_json::Value| mounts(&[volume(json)], &HostPaths::none()).unwrap_err();
+        assert!(
+            refuse(serde_json::json!({"container_path": "/x", "mode": "RW", "source": {"type": "SANDBOX_PATH"}}))
+                .contains("'SANDBOX_PATH' is not supported")
+        );
+        assert!(
+            refuse(serde_json::json!({"container_path": "/x", "mode": "RW", "source": {"type": "UNKNOWN"}}))
+                .contains("'UNKNOWN'")
+        );
+        assert!(refuse(serde_json::json!({"container_path": "/x", "mode": "RW"})).contains("no source"));
+        assert!(refuse(serde_json::json!({"container_path": "/x", "mode": "RW", "source": {"type": "DOCKER_VOLUME", "docker_volume": {"name": "../up"}}})).contains("'../up' is not a Docker volume name"));
+        assert!(refuse(serde_json::json!({"container_path": "/x", "mode": "RW", "source": {"type": "DOCKER_VOLUME", "docker_volume": {"driver": "tmpfs", "name": "t", "driver_options": {"parameter": [{"key": "size", "value": "lots"}]}}}})).contains("tmpfs size 'lots'"));
+        assert!(refuse(serde_json::json!({"container_path": "/x", "mode": "RO", "source": {"type": "DOCKER_VOLUME", "docker_volume": {"driver": "tmpfs", "name": "t"}}})).contains("cannot be read-only"));
+        assert!(refuse(serde_json::json!({"container_path": "rel", "mode": "RW", "source": {"type": "DOCKER_VOLUME", "docker_volume": {"name": "v"}}})).contains("container_path 'rel'"));
+        assert_eq!(size("1g"), Some(1 << 30));
+        assert_eq!(size("0"), None);
+    }
+
+    #[test]
+    fn the_readme_example_parses_and_means_what_it_says() {
+        let readme = include_str!("../README.md");
+        let start = readme.find("\"volumes\": [\n").expect("the README has a volumes example");
+        let end = start + readme[start..].find("\n]\n").expect("the example ends with ]") + 2;
+        let json = format!("{{{}}}", &readme[start..end]);
+        let example: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let volumes: Vec<Volume> = serde_json::from_value(example["volumes"].clone()).unwrap();
+        let (host, others): (Vec<_>, Vec<_>) = volumes.into_iter().partition(|v| v.container_path == "/input");
+        let plans = mounts(&others, &HostPaths::none()).unwrap();
+        assert!(matches!(&plans[0], MountPlan::Volume { name, read_only: false, .. } if name == "pi-results"));
+        assert!(matches!(&plans[1], MountPlan::Tmpfs { size_bytes: Some(n), .. } if *n == 256 << 20));
+        let err = mounts(&host, &HostPaths::none()).unwrap_err();
+        assert!(err.contains("host path '/srv/datasets/pi'"), "{err}");
+    }
+}

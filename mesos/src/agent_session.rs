@@ -1,0 +1,219 @@
+//! The agent side of the agent API as one loop, shared by `mpiswarm agent`
+//! and the test agent of `mpiswarm-testkit`:
+//!
+//! - the **subscription**: SUBSCRIBE with the agent's id (if it has one) and
+//!   every task it reports, hand each event to the agent, and re-subscribe
+//!   with backoff when the stream ends, breaks, sends ERROR or falls silent;
+//! - the **outbox**: each status POSTed as UPDATE, in order, until the offer
+//!   layer takes it (retried with backoff across reconnects); a 400 means it
+//!   never will, and the status is dropped with an error log.
+//!
+//! Deadlines: one SUBSCRIBE (connecting and receiving SUBSCRIBED) has an
+//! overall deadline that nothing extends; a subscribed stream is given up
+//! when no event at all arrives for `silent_heartbeats` heartbeat intervals
+//! (each event proves the stream alive, so the silence is counted from the
+//! last one); each UPDATE POST has its own deadline.
+//!
+//! What a task is and what an event means is the [`AgentSide`]'s business;
+//! this module never looks inside an event.
+
+use crate::agent_api::{AgentInfo, Event, EventType, ReportedTask};
+use crate::client::{AgentClient, Backoff, ClientError};
+use crate::{AgentId, FrameworkId, TaskStatus};
+use futures::StreamExt;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// A status on its way to the offer layer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outgoing {
+    pub framework_id: FrameworkId,
+    pub status: TaskStatus,
+}
+
+/// What the loop needs from an agent. Every method is called without any
+/// lock of the loop held, and must not block.
+pub trait AgentSide: Send + Sync + 'static {
+    /// The AgentInfo to SUBSCRIBE with; its `id` is the id the agent has now
+    /// (none on its very first SUBSCRIBE).
+    fn agent_info(&self) -> AgentInfo;
+    /// The id the offer layer assigned, once it did (UPDATEs need it).
+    fn agent_id(&self) -> Option<AgentId>;
+    /// The tasks to report on SUBSCRIBE (terminal ones until acknowledged).
+    fn reported_tasks(&self) -> Vec<ReportedTask>;
+    /// SUBSCRIBED assigned (or confirmed) `agent_id`: keep it for the next SUBSCRIBE.
+    fn subscribed(&self, agent_id: &AgentId);
+    /// One event of the stream (SUBSCRIBED excepted).
+    fn handle(&self, event: Event);
+    /// The event stream went up (`true`) or down (`false`).
+    fn connected(&self, _up: bool) {}
+    /// The offer layer accepted this UPDATE.
+    fn delivered(&self, _update: &Outgoing) {}
+}
+
+/// Timing of the loop.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionConfig {
+    /// Between failed SUBSCRIBEs (and before re-subscribing after a stream ended).
+    pub subscribe_backoff: Backoff,
+    /// Between attempts to deliver one UPDATE.
+    pub update_backoff: Backoff,
+    /// Overall deadline of one SUBSCRIBE, from the POST to the SUBSCRIBED event.
+    pub subscribe_timeout: Duration,
+    /// Deadline of one UPDATE POST.
+    pub update_timeout: Duration,
+    /// A stream without any event for this many heartbeat intervals is dead.
+    pub silent_heartbeats: f64,
+    /// The least silence that counts as dead, however short the heartbeats.
+    pub min_silence: Duration,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            subscribe_backoff: Backoff { initial: Duration::from_millis(200), max: Duration::from_secs(10) },
+            update_backoff: Backoff { initial: Duration::from_millis(100), max: Duration::from_secs(5) },
+            subscribe_timeout: Duration::from_secs(30),
+            update_timeout: Duration::from_secs(30),
+            silent_heartbeats: 3.0,
+            min_silence: Duration::from_secs(3),
+        }
+    }
+}
+
+impl SessionConfig {
+    /// How long a stream whose heartbeat interval is `heartbeat_seconds` may stay silent.
+    pub fn silence(&self, heartbeat_seconds: f64) -> Duration {
+        Duration::try_from_secs_f64(heartbeat_seconds * self.silent_heartbeats)
+            .unwrap_or(self.min_silence)
+            .max(self.min_silence)
+    }
+}
+
+/// Runs the subscription and the outbox of `side` until the outbox closes
+/// (in practice: until the task running it is aborted).
+pub async fn run<A: AgentSide>(
+    client: AgentClient,
+    side: Arc<A>,
+    outbox: mpsc::UnboundedReceiver<Outgoing>,
+    config: SessionConfig,
+) {
+    let subscription = subscribe_forever(client.clone(), Arc::clone(&side), config);
+    let delivery = deliver(client, side, outbox, config);
+    tokio::select! {
+        () = subscription => {}
+        () = delivery => {}
+    }
+}
+
+/// Why one subscription ended.
+#[derive(Debug)]
+enum Ended {
+    Failed(ClientError),
+    SubscribeTimedOut,
+    Stream(&'static str),
+    Silent(Duration),
+}
+
+async fn subscribe_forever<A: AgentSide>(client: AgentClient, side: Arc<A>, config: SessionConfig) {
+    let mut attempt = 0u32;
+    loop {
+        let ended = session(&client, side.as_ref(), config, &mut attempt).await;
+        side.connected(false);
+        match &ended {
+            Ended::Failed(e) => tracing::warn!(error = %e, attempt, "SUBSCRIBE failed; retrying"),
+            Ended::SubscribeTimedOut => {
+                tracing::warn!(timeout = ?config.subscribe_timeout, attempt, "no SUBSCRIBED in time; retrying")
+            }
+            Ended::Stream(why) => tracing::warn!(why, "event stream ended; re-subscribing"),
+            Ended::Silent(silence) => tracing::warn!(?silence, "no event (not even a heartbeat); re-subscribing"),
+        }
+        tokio::time::sleep(config.subscribe_backoff.delay(attempt)).await;
+        attempt = attempt.saturating_add(1);
+    }
+}
+
+/// One SUBSCRIBE and, if it succeeds, its stream until it ends. `attempt`
+/// is reset once SUBSCRIBED arrives.
+async fn session<A: AgentSide>(client: &AgentClient, side: &A, config: SessionConfig, attempt: &mut u32) -> Ended {
+    let subscribe = client.subscribe(side.agent_info(), side.reported_tasks());
+    let mut sub = match tokio::time::timeout(config.subscribe_timeout, subscribe).await {
+        Err(_) => return Ended::SubscribeTimedOut,
+        Ok(Err(e)) => return Ended::Failed(e),
+        Ok(Ok(sub)) => sub,
+    };
+    *attempt = 0;
+    tracing::info!(agent_id = %sub.subscribed.agent_id, "subscribed");
+    side.subscribed(&sub.subscribed.agent_id);
+    side.connected(true);
+    let silence = config.silence(sub.subscribed.heartbeat_interval_seconds);
+    loop {
+        match tokio::time::timeout(silence, sub.events.next()).await {
+            Err(_) => return Ended::Silent(silence),
+            Ok(None) => return Ended::Stream("the offer layer closed it"),
+            Ok(Some(Err(e))) => {
+                tracing::warn!(error = %e, "event stream broken");
+                return Ended::Stream("it broke");
+            }
+            Ok(Some(Ok(event))) => {
+                let error = event.kind == EventType::Error;
+                if error {
+                    tracing::warn!(message = ?event.error.as_ref().map(|e| &e.message), "offer layer sent ERROR");
+                }
+                side.handle(event);
+                if error {
+                    return Ended::Stream("the offer layer sent ERROR");
+                }
+            }
+        }
+    }
+}
+
+/// POSTs each status in order, retrying until the offer layer takes it.
+async fn deliver<A: AgentSide>(
+    client: AgentClient,
+    side: Arc<A>,
+    mut outbox: mpsc::UnboundedReceiver<Outgoing>,
+    config: SessionConfig,
+) {
+    while let Some(item) = outbox.recv().await {
+        let mut attempt = 0u32;
+        loop {
+            let Some(agent_id) = side.agent_id() else {
+                tokio::time::sleep(config.update_backoff.delay(attempt)).await;
+                attempt = attempt.saturating_add(1);
+                continue;
+            };
+            let post = client.update(&agent_id, &item.framework_id, item.status.clone());
+            match tokio::time::timeout(config.update_timeout, post).await {
+                Ok(Ok(())) => {
+                    side.delivered(&item);
+                    break;
+                }
+                Ok(Err(e)) if e.status() == Some(400) => {
+                    tracing::error!(error = %e, task = %item.status.task_id, "offer layer refused an update; dropped");
+                    break;
+                }
+                Ok(Err(e)) => tracing::debug!(error = %e, attempt, "UPDATE not accepted yet; retrying"),
+                Err(_) => tracing::debug!(timeout = ?config.update_timeout, attempt, "UPDATE timed out; retrying"),
+            }
+            tokio::time::sleep(config.update_backoff.delay(attempt)).await;
+            attempt = attempt.saturating_add(1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn silence_is_heartbeats_times_the_interval_but_never_below_the_floor() {
+        let c = SessionConfig { min_silence: Duration::from_secs(1), ..SessionConfig::default() };
+        assert_eq!(c.silence(15.0), Duration::from_secs(45));
+        assert_eq!(c.silence(0.1), Duration::from_secs(1));
+        assert_eq!(c.silence(f64::NAN), Duration::from_secs(1));
+        assert_eq!(c.silence(-1.0), Duration::from_secs(1));
+    }
+}
