@@ -34,9 +34,8 @@ crds: ## regenerate crds/mpijob.yaml from the Rust types
 images: ## build the rank image mpiswarm/openmpi (cached: seconds when nothing changed)
 	$(MPISWARM) images build
 
-run: ## run examples/pi.yaml on a one-machine stack
-	@echo "make run: not yet available: the controller and 'mpiswarm up' have not landed;" \
-	      "see README.md for what runs today." >&2; exit 2
+run: ## run examples/pi.yaml to completion on the one-machine stack (starts and stops one if none runs)
+	scripts/run-example examples/pi.yaml
 
 bench: ## criterion benchmarks (placement, allocator, API server)
 	$(CARGO) bench --workspace

@@ -215,29 +215,43 @@ async fn kubectl_create_sends_protobuf_for_built_ins_and_it_works() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn diff_server_dry_run_replace_and_edit() {
+    // runPolicy is the one part of an MpiJob's spec that may change (the rest
+    // is immutable by CEL transition rules), so the edits go there.
     let s = with_pi().await;
     let six = s.dir.path().join("pi6.yaml");
-    std::fs::write(&six, std::fs::read_to_string(pi()).expect("pi").replace("ranks: 4", "ranks: 6")).expect("write");
+    let text = std::fs::read_to_string(pi()).expect("pi");
+    std::fs::write(&six, text.replace("backoffLimit: 1", "backoffLimit: 6")).expect("write");
     let six = six.to_str().expect("utf8");
+    let backoff = "jsonpath={.spec.runPolicy.backoffLimit}";
 
     let diff = s.kubectl(&["diff", "-f", six]);
     assert_eq!(diff.status.code(), Some(1), "kubectl diff exits 1 when there are differences: {}", stderr(&diff));
     let d = stdout(&diff);
-    assert!(d.contains("-  ranks: 4") && d.contains("+  ranks: 6"), "{d}");
+    assert!(d.contains("-    backoffLimit: 1") && d.contains("+    backoffLimit: 6"), "{d}");
     assert!(!d.contains("-  resourceVersion"), "a server dry run must keep the resourceVersion: {d}");
 
     assert!(s.kubectl_ok(&["apply", "--dry-run=server", "-f", six]).contains("(server dry run)"));
-    assert_eq!(s.kubectl_ok(&["get", "mpij", "pi", "-o", "jsonpath={.spec.ranks}"]), "4");
+    assert_eq!(s.kubectl_ok(&["get", "mpij", "pi", "-o", backoff]), "1");
 
     assert!(s.kubectl_ok(&["replace", "-f", six]).contains("mpijob.mpiswarm.io/pi replaced"));
     let edited = s
         .kubectl_cmd()
-        .env("EDITOR", "sed -i s/ranks:\\ 6/ranks:\\ 8/")
+        .env("EDITOR", "sed -i s/backoffLimit:\\ 6/backoffLimit:\\ 8/")
         .args(["edit", "mpij", "pi"])
         .output()
         .expect("edit");
     assert!(edited.status.success(), "{}", stderr(&edited));
-    assert_eq!(s.kubectl_ok(&["get", "mpij", "pi", "-o", "jsonpath={.spec.ranks} {.metadata.generation}"]), "8 3");
+    assert_eq!(
+        s.kubectl_ok(&["get", "mpij", "pi", "-o", "jsonpath={.spec.runPolicy.backoffLimit} {.metadata.generation}"]),
+        "8 3"
+    );
+
+    // An immutable field is refused with the field named, and nothing changes.
+    let ranks = s.dir.path().join("pi-ranks.yaml");
+    std::fs::write(&ranks, text.replace("ranks: 4", "ranks: 6")).expect("write");
+    let out = s.kubectl(&["replace", "-f", ranks.to_str().expect("utf8")]);
+    assert!(!out.status.success() && stderr(&out).contains("spec.ranks is immutable"), "{}", stderr(&out));
+    assert_eq!(s.kubectl_ok(&["get", "mpij", "pi", "-o", "jsonpath={.spec.ranks}"]), "4");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -4,6 +4,11 @@
 
 use clap::{Parser, Subcommand};
 
+mod down;
+mod logs;
+mod run;
+mod stack;
+mod up;
 mod version;
 
 /// Run MPI jobs as containers on Docker Swarm.
@@ -36,6 +41,16 @@ enum Command {
     Offers(mpiswarm_offers::OffersArgs),
     /// Run the MpiJob controller: reconcile MpiJobs and launch them as a Mesos framework of the offer layer.
     Controller(mpiswarm_controller::ControllerArgs),
+    /// Run the whole one-machine stack in this process (API server, offer layer, agent, controller) until Ctrl-C.
+    Up(up::UpArgs),
+    /// Stop the local stack and remove every Swarm object mpiswarm made on this engine.
+    Down(down::DownArgs),
+    /// Submit an MpiJob (server-side apply) and follow it to its end; exit 0 on Succeeded.
+    Run(run::RunArgs),
+    /// Show jobs: phase, placement, conditions and (for one job) its last events.
+    Status(run::StatusArgs),
+    /// Print a job's output (the launcher's, or a worker's), while it runs and after it ended.
+    Logs(logs::LogsArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -49,6 +64,14 @@ fn main() -> anyhow::Result<()> {
         Command::Agent(args) => block_on(mpiswarm_agent::run(args))?,
         Command::Offers(args) => block_on(mpiswarm_offers::run(args))?,
         Command::Controller(args) => block_on(mpiswarm_controller::run(args))?,
+        Command::Up(args) => tokio::runtime::Runtime::new()?.block_on(up::run(args))?,
+        Command::Down(args) => down::run(args)?,
+        Command::Run(args) => {
+            let code = tokio::runtime::Runtime::new()?.block_on(run::run(args))?;
+            std::process::exit(code);
+        }
+        Command::Status(args) => tokio::runtime::Runtime::new()?.block_on(run::status(args))?,
+        Command::Logs(args) => tokio::runtime::Runtime::new()?.block_on(logs::run(args))?,
     }
     Ok(())
 }

@@ -183,9 +183,8 @@ impl Session<'_> {
     async fn on_subscribed(&mut self) -> Result<(), Error> {
         let ctx = self.ctx;
         let fid = self.framework_id.value.clone();
-        if self.config.framework_ids.load().await?.as_deref() != Some(fid.as_str()) {
-            self.config.framework_ids.save(&fid).await?;
-        }
+        // Written on every subscribe: the id, and the master it belongs to.
+        self.config.framework_ids.save(&fid).await?;
         ctx.subscribed.store(true, Ordering::SeqCst);
         ctx.metrics.subscriptions.inc();
         tracing::info!(framework_id = %fid, roles = ?self.roles, "subscribed");

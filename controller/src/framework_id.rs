@@ -12,16 +12,22 @@ use crate::context::FIELD_MANAGER;
 use crate::error::Error;
 
 const KEY: &str = "frameworkId";
+/// The master the framework is subscribed to: `mpiswarm logs` finds the
+/// agents (and their `/files`) through its `/master/state`.
+pub const MASTER_KEY: &str = "master";
+/// The ConfigMap's name, in the controller's lease namespace.
+pub const CONFIG_MAP: &str = "mpiswarm-framework";
 
 #[derive(Clone)]
 pub struct FrameworkIdStore {
     api: Api<ConfigMap>,
     name: String,
+    master: String,
 }
 
 impl FrameworkIdStore {
-    pub fn new(client: kube::Client, namespace: &str, name: &str) -> Self {
-        Self { api: Api::namespaced(client, namespace), name: name.to_owned() }
+    pub fn new(client: kube::Client, namespace: &str, name: &str, master: &str) -> Self {
+        Self { api: Api::namespaced(client, namespace), name: name.to_owned(), master: master.to_owned() }
     }
 
     pub async fn load(&self) -> Result<Option<String>, Error> {
@@ -31,7 +37,7 @@ impl FrameworkIdStore {
     pub async fn save(&self, id: &str) -> Result<(), Error> {
         let cm = ConfigMap {
             metadata: ObjectMeta { name: Some(self.name.clone()), ..ObjectMeta::default() },
-            data: Some(BTreeMap::from([(KEY.to_owned(), id.to_owned())])),
+            data: Some(BTreeMap::from([(KEY.to_owned(), id.to_owned()), (MASTER_KEY.to_owned(), self.master.clone())])),
             ..ConfigMap::default()
         };
         let mut value = serde_json::to_value(&cm).map_err(|e| Error::Config(e.to_string()))?;

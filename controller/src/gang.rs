@@ -149,6 +149,15 @@ impl GangBook {
         if self.stage == Stage::Planned {
             return Health::Planned;
         }
+        // A task that could not start at all is the cause; its group's other
+        // tasks were only killed because of it.
+        if let Some(t) = self.tasks.values().find(|t| {
+            t.state == Some(TaskState::Error)
+                || (t.state == Some(TaskState::Failed) && t.reason == Some(Reason::ReasonContainerLaunchFailed))
+        }) {
+            let state = t.state.unwrap_or(TaskState::Failed);
+            return Health::Failed(failure_of(t, state, t.role == TaskRole::Launcher, self.maybe_never_launched));
+        }
         // The launcher's end decides the job, as mpirun's exit does.
         if let Some(l) = self.launcher()
             && let Some(state) = l.state.filter(|s| s.is_terminal())

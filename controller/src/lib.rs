@@ -294,7 +294,8 @@ async fn lead(
             framework_ids: framework_id::FrameworkIdStore::new(
                 client.clone(),
                 &options.lease_namespace,
-                "mpiswarm-framework",
+                framework_id::CONFIG_MAP,
+                &options.master,
             ),
         },
         commands,
