@@ -1,0 +1,147 @@
+//! The newcomer's path through the real binary on the real Docker engine:
+//! `mpiswarm up` in the background, `mpiswarm run examples/pi.yaml` prints pi
+//! and exits 0 (twice in a row: a finished job is replaced), a failing job
+//! exits 1 with the launcher's last lines and the reason, an invalid file
+//! exits 2 naming the field, `mpiswarm logs` reads the launcher's output
+//! from its agent, and `mpiswarm down` stops the stack and leaves no Swarm
+//! object of it behind. Needs the images of `make images`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const DEADLINE: Duration = Duration::from_secs(180);
+
+fn mpiswarm(args: &[&str], data: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mpiswarm"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(data)
+        .current_dir(repo())
+        .output()
+        .expect("mpiswarm runs")
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+struct Up {
+    child: Child,
+    data: tempfile::TempDir,
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = mpiswarm(&["down"], self.data.path());
+    }
+}
+
+fn up() -> Up {
+    let data = tempfile::tempdir().expect("tempdir");
+    let log = std::fs::File::create(data.path().join("up.log")).expect("log");
+    let child = Command::new(env!("CARGO_BIN_EXE_mpiswarm"))
+        .args(["up", "--no-build", "--data-dir"])
+        .arg(data.path())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("mpiswarm up starts");
+    let mut up = Up { child, data };
+    let started = Instant::now();
+    while !up.data.path().join("stack.json").exists() {
+        if let Ok(Some(status)) = up.child.try_wait() {
+            panic!(
+                "mpiswarm up exited ({status}): {}",
+                std::fs::read_to_string(up.data.path().join("up.log")).unwrap()
+            );
+        }
+        assert!(started.elapsed() < DEADLINE, "mpiswarm up was not ready within {DEADLINE:?}");
+        std::thread::sleep(Duration::from_millis(200)); // polling a file the other process writes
+    }
+    up
+}
+
+fn job_file(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let p = dir.join(format!("{name}.yaml"));
+    std::fs::write(
+        &p,
+        format!("apiVersion: mpiswarm.io/v1alpha1\nkind: MpiJob\nmetadata:\n  name: {name}\nspec:\n{body}"),
+    )
+    .expect("write job");
+    p
+}
+
+#[test]
+fn up_run_logs_and_down_through_the_binary() {
+    for image in ["mpiswarm/openmpi:0.1.0"] {
+        let ok = Command::new("docker").args(["image", "inspect", image]).output().is_ok_and(|o| o.status.success());
+        assert!(ok, "image {image} is missing: run `make images` first");
+    }
+    let stack = up();
+    let data = stack.data.path();
+
+    for round in 1..=2 {
+        let out = mpiswarm(&["run", "examples/pi.yaml"], data);
+        let (stdout, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(0), "run {round}: {stdout}\n{stderr}");
+        assert!(stdout.contains("pi: 3.1"), "run {round} prints pi: {stdout}");
+        assert!(stderr.contains("Running [pack on"), "run {round} shows the placement: {stderr}");
+    }
+    let logs = mpiswarm(&["logs", "pi"], data);
+    assert!(logs.status.success() && text(&logs).0.contains("ranks: 4"), "{:?}", text(&logs));
+
+    let failing = job_file(
+        data,
+        "fails",
+        "  image: mpiswarm/openmpi:0.1.0\n  command: [sh, -c, 'echo about to fail; exit 3']\n  ranks: 1\n  resources: {cpus: 0.25, memory: 64Mi}\n",
+    );
+    let out = mpiswarm(&["run", failing.to_str().unwrap()], data);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.contains("about to fail"), "the launcher's last lines: {stdout}");
+    assert!(stderr.contains("LauncherFailed") && stderr.contains("code 3"), "the reason: {stderr}");
+
+    let invalid = job_file(data, "invalid", "  image: mpiswarm/openmpi:0.1.0\n  command: [x]\n  ranks: 0\n");
+    let out = mpiswarm(&["run", invalid.to_str().unwrap()], data);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("spec.ranks"), "the field is named: {stderr}");
+
+    let uid_of = |name: &str| {
+        let kubeconfig = data.join("kubeconfig");
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args(["get", "mpij", name, "-o", "jsonpath={.metadata.uid}"])
+            .output()
+            .expect("kubectl");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let uids = [uid_of("pi"), uid_of("fails")];
+    let down = mpiswarm(&["down"], data);
+    assert!(down.status.success(), "{:?}", text(&down));
+    assert!(!data.join("stack.json").exists(), "down removes the stack file");
+    let started = Instant::now();
+    loop {
+        let mut left = Vec::new();
+        for uid in &uids {
+            let label = format!("label=mpiswarm.io/job-uid={uid}");
+            for args in [vec!["service", "ls", "-q", "--filter", &label], vec!["ps", "-q", "--filter", &label]] {
+                let out = Command::new("docker").args(&args).output().expect("docker");
+                left.extend(String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned));
+            }
+        }
+        if left.is_empty() {
+            break;
+        }
+        assert!(started.elapsed() < DEADLINE, "left behind after down: {left:?}");
+        std::thread::sleep(Duration::from_millis(500)); // Swarm removes containers asynchronously
+    }
+}
