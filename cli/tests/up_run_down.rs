@@ -80,10 +80,9 @@ fn job_file(dir: &Path, name: &str, body: &str) -> PathBuf {
 
 #[test]
 fn up_run_logs_and_down_through_the_binary() {
-    for image in ["mpiswarm/openmpi:0.1.0"] {
-        let ok = Command::new("docker").args(["image", "inspect", image]).output().is_ok_and(|o| o.status.success());
-        assert!(ok, "image {image} is missing: run `make images` first");
-    }
+    let image = "mpiswarm/openmpi:0.1.0";
+    let ok = Command::new("docker").args(["image", "inspect", image]).output().is_ok_and(|o| o.status.success());
+    assert!(ok, "image {image} is missing: run `make images` first");
     let stack = up();
     let data = stack.data.path();
 
