@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::fields::{self, Scope, Writer};
-use crate::registry::{Builtin, ResourceType};
+use crate::resource::{Builtin, ResourceType};
 use crate::store::Mutation;
 use crate::{crd, schema};
 

@@ -14,9 +14,10 @@ use serde_json::{Value, json};
 use crate::admission::{FieldValidation, WriteCtx, admit_create, admit_update};
 use crate::error::{ApiError, ApiResult};
 use crate::events;
-use crate::patch::{PatchType, apply_json_patch, strip_directives};
+use crate::patch::{PatchType, apply_json_patch, strategic_merge, strip_directives};
 use crate::query::Query;
-use crate::registry::{Builtin, Registry, ResourceType};
+use crate::registry::Registry;
+use crate::resource::{Builtin, ResourceType};
 use crate::store::{Mutation, Store, Written};
 
 /// The resource, namespace, name and subresource a request addresses.
@@ -391,6 +392,12 @@ impl Api {
             let live_rv = doc["metadata"]["resourceVersion"].clone();
             match patch_type {
                 PatchType::Json => apply_json_patch(&rt, &name, &mut doc, &patch)?,
+                PatchType::Strategic => {
+                    if !patch.is_object() {
+                        return Err(ApiError::bad_request("a merge patch must be a JSON object"));
+                    }
+                    strategic_merge(&mut doc, &patch, rt.schema.as_ref());
+                }
                 _ => {
                     let mut p = patch.clone();
                     strip_directives(&mut p);
@@ -468,7 +475,14 @@ impl Api {
         }
         if matches!(
             rt.builtin,
-            Some(Builtin::ConfigMap | Builtin::Secret | Builtin::Lease | Builtin::CoreEvent | Builtin::EventsV1)
+            Some(
+                Builtin::ConfigMap
+                    | Builtin::Secret
+                    | Builtin::Lease
+                    | Builtin::CoreEvent
+                    | Builtin::EventsV1
+                    | Builtin::Stored
+            )
         ) {
             let details =
                 json!({"name": t.name(), "group": rt.group, "kind": rt.plural, "uid": result.1["metadata"]["uid"]});

@@ -13,7 +13,7 @@ use crate::api::{Api, Target, view_cow};
 use crate::error::{ApiError, ApiResult};
 use crate::events;
 use crate::query::Query;
-use crate::registry::{Builtin, ResourceType};
+use crate::resource::{Builtin, ResourceType};
 use crate::selectors::{FieldSelector, LabelSelector};
 
 /// One page of a list: the matching stored objects, the list RV and the

@@ -12,7 +12,7 @@ use prost::Message;
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
-use crate::registry::{Builtin, ResourceType};
+use crate::resource::{Builtin, ResourceType};
 
 const MAGIC: &[u8] = b"k8s\0";
 
