@@ -3,7 +3,7 @@
 //! rules during deletion, field ownership, validation (metadata, the CRD
 //! schema with defaults and CEL, CRD objects themselves), and no-op detection.
 
-use std::cell::RefCell;
+use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
@@ -34,7 +34,7 @@ pub struct WriteCtx<'a> {
     pub api_version: &'a str,
     pub now: &'a str,
     pub validation: FieldValidation,
-    pub warnings: &'a RefCell<Vec<String>>,
+    pub warnings: &'a Mutex<Vec<String>>,
     /// managedFields were already computed (server-side apply).
     pub applied: bool,
 }
@@ -171,14 +171,13 @@ fn strict_error(rt: &ResourceType, unknown: &[String]) -> ApiError {
 fn validate(cx: &WriteCtx<'_>, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
     let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
     let mut causes = metadata_causes(cx.rt, obj);
-    if let Some(s) = &cx.rt.schema {
-        let checked = schema::check(s, obj, old);
+    if let (Some(s), Some(compiled)) = (&cx.rt.schema, &cx.rt.compiled) {
+        let checked = schema::check(s, compiled, obj, old);
         if !checked.unknown.is_empty() {
             match cx.validation {
                 FieldValidation::Strict => return Err(strict_error(cx.rt, &checked.unknown)),
-                FieldValidation::Warn => {
-                    cx.warnings.borrow_mut().extend(checked.unknown.iter().map(|u| format!("unknown field \"{u}\"")))
-                }
+                FieldValidation::Warn => crate::locks::lock(cx.warnings)
+                    .extend(checked.unknown.iter().map(|u| format!("unknown field \"{u}\""))),
                 FieldValidation::Ignore => {}
             }
         }

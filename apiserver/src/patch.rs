@@ -154,6 +154,7 @@ fn reorder(items: &mut [Value], order: &[Value], key: Option<&str>) {
     items.sort_by_key(|v| rank(v));
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatchType {
     Merge,
     Json,

@@ -22,7 +22,7 @@ impl Default for Registry {
 
 impl Registry {
     pub fn all(&self) -> Arc<Vec<Arc<ResourceType>>> {
-        self.types.read().unwrap_or_else(|p| p.into_inner()).clone()
+        crate::locks::read(&self.types).clone()
     }
 
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
@@ -46,6 +46,6 @@ impl Registry {
                 }
             }
         }
-        *self.types.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(types);
+        *crate::locks::write(&self.types) = Arc::new(types);
     }
 }

@@ -3,6 +3,8 @@
 //! types. Nothing here is specific to any kind, and nothing here knows which
 //! resources are served right now (that is `registry`).
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 /// Built-in kinds that need special handling somewhere.
@@ -54,6 +56,8 @@ pub struct ResourceType {
     pub builtin: Option<Builtin>,
     /// The OpenAPI definition name of a built-in kind with a schema.
     pub definition: Option<String>,
+    /// The schema's patterns and CEL rules, compiled when the kind is registered.
+    pub compiled: Option<Arc<crate::schema::Compiled>>,
 }
 
 impl ResourceType {
@@ -138,6 +142,7 @@ pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
             namespaced,
             status_subresource: v["subresources"]["status"].is_object(),
             generation: true,
+            compiled: v["schema"].get("openAPIV3Schema").map(|s| Arc::new(crate::schema::Compiled::new(s))),
             schema: v["schema"].get("openAPIV3Schema").cloned(),
             printer_columns,
             storage: format!("{group}/{plural}/"),
