@@ -16,7 +16,6 @@ pub mod apply;
 pub mod builtins;
 pub mod cascade;
 pub mod cel_rules;
-pub mod cpu;
 pub mod crd;
 pub mod delete;
 pub mod discovery;

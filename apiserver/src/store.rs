@@ -21,7 +21,6 @@ use std::sync::{Arc, RwLock, mpsc};
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 
-use crate::cpu::off_the_worker;
 use crate::error::{ApiError, ApiResult};
 use crate::locks;
 use crate::state::State;
@@ -145,7 +144,7 @@ impl Store {
     {
         for _ in 0..MAX_ATTEMPTS {
             let seen = self.get(key);
-            let (kind, object) = match off_the_worker(|| decide(seen.as_ref()))? {
+            let (kind, object) = match decide(seen.as_ref())? {
                 Mutation::Unchanged(o) => return Ok(Written::Unchanged(o)),
                 Mutation::Put(o) if seen.is_some() => (ChangeType::Modified, o),
                 Mutation::Put(o) => (ChangeType::Added, o),

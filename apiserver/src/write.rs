@@ -11,7 +11,6 @@ use serde_json::{Value, json};
 
 use crate::admission::{admit_create, admit_update};
 use crate::api::{Api, Target, WriteOpts, now};
-use crate::cpu::off_the_worker;
 use crate::error::{ApiError, ApiResult};
 use crate::patch::{PatchType, apply_json_patch, strategic_merge, strip_directives};
 use crate::store::{Mutation, Written};
@@ -77,7 +76,7 @@ impl Api {
         let dry_run = opts.query.dry_run()?;
         let (manager, now, av) = (opts.manager(), now(), t.rt.api_version());
         let cx = self.ctx(t, &manager, &av, &now, opts, false)?;
-        let obj = off_the_worker(|| admit_create(&cx, to_storage(&t.rt, body)))?;
+        let obj = admit_create(&cx, to_storage(&t.rt, body))?;
         let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
         let key = t.rt.key(t.namespace.as_deref(), &name);
         let exists = || ApiError::already_exists(&t.rt.plural, &t.rt.group, &name);
