@@ -177,6 +177,23 @@ async fn a_deployment_is_stored_defaulted_patched_by_key_and_shown_as_not_runnin
         "jsonpath={.spec.template.spec.containers[*].name}",
     ]);
     assert_eq!(names, "controller sidecar", "a strategic merge patch adds a container by name");
+
+    // Server-side apply merges the containers list by name too.
+    let out = s.kubectl_ok(&["apply", "--server-side", "--force-conflicts", "-f", utf8(&changed)]);
+    assert!(out.contains("deployment.apps/mpiswarm-controller serverside-applied"), "{out}");
+    let names = s.kubectl_ok(&[
+        "get",
+        "deploy",
+        "mpiswarm-controller",
+        "-o",
+        "jsonpath={.spec.template.spec.containers[*].name}",
+    ]);
+    assert_eq!(names, "controller sidecar", "the sidecar, owned by kubectl-patch, stays");
+    let all = s.kubectl_ok(&["get", "all"]);
+    assert!(
+        all.contains("deployment.apps/mpiswarm-controller") && all.contains("service/mpiswarm-controller-metrics"),
+        "{all}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
