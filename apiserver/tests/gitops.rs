@@ -189,6 +189,15 @@ async fn a_deployment_is_stored_defaulted_patched_by_key_and_shown_as_not_runnin
         "jsonpath={.spec.template.spec.containers[*].name}",
     ]);
     assert_eq!(names, "controller sidecar", "the sidecar, owned by kubectl-patch, stays");
+    // kubectl's generators send protobuf, which only three kinds decode: the
+    // refusal says how to send the same object as YAML, and that works.
+    let refused = s.kubectl(&["create", "serviceaccount", "builder"]);
+    assert!(!refused.status.success());
+    assert!(stderr(&refused).contains("--dry-run=client -o yaml | kubectl apply -f -"), "{}", stderr(&refused));
+    let generated = s.kubectl_ok(&["create", "serviceaccount", "builder", "--dry-run=client", "-o", "yaml"]);
+    let piped = s.dir.path().join("builder.yaml");
+    std::fs::write(&piped, generated).expect("write");
+    assert!(s.kubectl_ok(&["apply", "-f", utf8(&piped)]).contains("serviceaccount/builder created"));
     let all = s.kubectl_ok(&["get", "all"]);
     assert!(
         all.contains("deployment.apps/mpiswarm-controller") && all.contains("service/mpiswarm-controller-metrics"),
