@@ -30,7 +30,12 @@ pub fn compile(schema: &Value) -> Option<CompiledSchema> {
 /// `kind` and `metadata` included; `old` on update for transition rules).
 pub fn check(rules: &CompiledSchema, schema: &Value, object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
     if let Err(errors) = kube_cel::validate_compiled(rules, object, old) {
-        causes.extend(errors.iter().map(|e| cause(e, schema, object)));
+        let mut found: Vec<Cause> = errors.iter().map(|e| cause(e, schema, object)).collect();
+        // kube-cel walks properties in hash order: sort by field so that the
+        // same object always gets the same message (rules of one field keep
+        // their declared order).
+        found.sort_by(|a, b| a.field.cmp(&b.field));
+        causes.extend(found);
     }
 }
 
