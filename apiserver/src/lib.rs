@@ -1,9 +1,10 @@
 //! mpiswarm's embedded Kubernetes-compatible API server: what
 //! `mpiswarm apiserver` runs. It serves built-in kinds (namespaces, events in
-//! two views, leases, secrets, configmaps, CRDs) and whatever custom
+//! two views, leases, secrets, configmaps, CRDs, and the workload, service
+//! and RBAC kinds that are stored only: `builtins`) and whatever custom
 //! resources applied CRDs declare, from SQLite, so that kubectl, kube-rs and
 //! the Python client work against it as against a real cluster. It knows no
-//! mpiswarm type.
+//! mpiswarm type and runs no controller.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
