@@ -176,8 +176,16 @@ fn validate(cx: &WriteCtx<'_>, obj: &mut Value, old: Option<&Value>) -> ApiResul
         if !checked.unknown.is_empty() {
             match cx.validation {
                 FieldValidation::Strict => return Err(strict_error(cx.rt, &checked.unknown)),
-                FieldValidation::Warn => crate::locks::lock(cx.warnings)
-                    .extend(checked.unknown.iter().map(|u| format!("unknown field \"{u}\""))),
+                FieldValidation::Warn => {
+                    // A write decided again (its object changed meanwhile) warns once.
+                    let mut warnings = crate::locks::lock(cx.warnings);
+                    for u in &checked.unknown {
+                        let w = format!("unknown field \"{u}\"");
+                        if !warnings.contains(&w) {
+                            warnings.push(w);
+                        }
+                    }
+                }
                 FieldValidation::Ignore => {}
             }
         }
@@ -425,4 +433,47 @@ pub fn admit_update(cx: &WriteCtx<'_>, old: &Value, mut new: Value) -> ApiResult
         return Ok(Mutation::Delete(new));
     }
     Ok(Mutation::Put(new))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn widget_type() -> ResourceType {
+        let crd = json!({"spec": {"group": "g.io", "names": {"plural": "ws", "kind": "W"}, "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]}});
+        crate::resource::from_crd(&crd).remove(0)
+    }
+
+    #[test]
+    fn a_write_decided_twice_warns_once_about_an_unknown_field() {
+        let rt = widget_type();
+        let warnings = Mutex::default();
+        let cx = WriteCtx {
+            rt: &rt,
+            namespace: Some("default"),
+            name: None,
+            status: false,
+            manager: "m",
+            api_version: "g.io/v1",
+            now: "2025-01-01T00:00:00Z",
+            validation: FieldValidation::Warn,
+            warnings: &warnings,
+            applied: false,
+        };
+        let body =
+            json!({"apiVersion": "g.io/v1", "kind": "W", "metadata": {"name": "a"}, "spec": {"size": 1, "bogus": 2}});
+        for _ in 0..2 {
+            let admitted = admit_create(&cx, body.clone()).expect("admitted");
+            assert!(admitted["spec"].get("bogus").is_none(), "pruned");
+        }
+        assert_eq!(*crate::locks::lock(&warnings), ["unknown field \"spec.bogus\""]);
+        let strict = WriteCtx { validation: FieldValidation::Strict, ..cx };
+        let e = admit_create(&strict, body).expect_err("strict");
+        assert_eq!(
+            e.message,
+            "W in version \"v1\" cannot be handled as a W: strict decoding error: unknown field \"spec.bogus\""
+        );
+    }
 }
