@@ -47,15 +47,19 @@ fn setup(preload: usize) -> Bench {
     let q = Query::default();
     let opts = WriteOpts::new(&q, "bench");
     let crd_rt = api.registry.find("apiextensions.k8s.io", "v1", "customresourcedefinitions").expect("crd type");
-    api.create(&Target { rt: crd_rt, namespace: None, name: None, status: false }, yaml("crds/mpijob.yaml"), &opts)
-        .expect("crd");
+    rt.block_on(api.create(
+        &Target { rt: crd_rt, namespace: None, name: None, status: false },
+        yaml("crds/mpijob.yaml"),
+        &opts,
+    ))
+    .expect("crd");
     let jobs = api.registry.find("mpiswarm.io", "v1alpha1", "mpijobs").expect("mpijobs served");
     let job = yaml("examples/pi.yaml");
     let target = Target { rt: jobs, namespace: Some("default".into()), name: None, status: false };
     for i in 0..preload {
         let mut j = job.clone();
         j["metadata"]["name"] = json!(format!("pre-{i:05}"));
-        api.create(&target, j, &opts).expect("preload");
+        rt.block_on(api.create(&target, j, &opts)).expect("preload");
     }
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert(reqwest::header::AUTHORIZATION, format!("Bearer {}", running.token).parse().expect("header"));

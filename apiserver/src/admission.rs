@@ -3,13 +3,13 @@
 //! rules during deletion, field ownership, validation (metadata, the CRD
 //! schema with defaults and CEL, CRD objects themselves), and no-op detection.
 
-use std::cell::RefCell;
+use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult, Cause};
 use crate::fields::{self, Scope, Writer};
-use crate::registry::{Builtin, ResourceType};
+use crate::resource::{Builtin, ResourceType};
 use crate::store::Mutation;
 use crate::{crd, schema};
 
@@ -34,7 +34,7 @@ pub struct WriteCtx<'a> {
     pub api_version: &'a str,
     pub now: &'a str,
     pub validation: FieldValidation,
-    pub warnings: &'a RefCell<Vec<String>>,
+    pub warnings: &'a Mutex<Vec<String>>,
     /// managedFields were already computed (server-side apply).
     pub applied: bool,
 }
@@ -171,13 +171,20 @@ fn strict_error(rt: &ResourceType, unknown: &[String]) -> ApiError {
 fn validate(cx: &WriteCtx<'_>, obj: &mut Value, old: Option<&Value>) -> ApiResult<()> {
     let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
     let mut causes = metadata_causes(cx.rt, obj);
-    if let Some(s) = &cx.rt.schema {
-        let checked = schema::check(s, obj, old);
+    if let (Some(s), Some(compiled)) = (&cx.rt.schema, &cx.rt.compiled) {
+        let checked = schema::check(s, compiled, obj, old);
         if !checked.unknown.is_empty() {
             match cx.validation {
                 FieldValidation::Strict => return Err(strict_error(cx.rt, &checked.unknown)),
                 FieldValidation::Warn => {
-                    cx.warnings.borrow_mut().extend(checked.unknown.iter().map(|u| format!("unknown field \"{u}\"")))
+                    // A write decided again (its object changed meanwhile) warns once.
+                    let mut warnings = crate::locks::lock(cx.warnings);
+                    for u in &checked.unknown {
+                        let w = format!("unknown field \"{u}\"");
+                        if !warnings.contains(&w) {
+                            warnings.push(w);
+                        }
+                    }
                 }
                 FieldValidation::Ignore => {}
             }
@@ -426,4 +433,47 @@ pub fn admit_update(cx: &WriteCtx<'_>, old: &Value, mut new: Value) -> ApiResult
         return Ok(Mutation::Delete(new));
     }
     Ok(Mutation::Put(new))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn widget_type() -> ResourceType {
+        let crd = json!({"spec": {"group": "g.io", "names": {"plural": "ws", "kind": "W"}, "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}}]}});
+        crate::resource::from_crd(&crd).remove(0)
+    }
+
+    #[test]
+    fn a_write_decided_twice_warns_once_about_an_unknown_field() {
+        let rt = widget_type();
+        let warnings = Mutex::default();
+        let cx = WriteCtx {
+            rt: &rt,
+            namespace: Some("default"),
+            name: None,
+            status: false,
+            manager: "m",
+            api_version: "g.io/v1",
+            now: "2025-01-01T00:00:00Z",
+            validation: FieldValidation::Warn,
+            warnings: &warnings,
+            applied: false,
+        };
+        let body =
+            json!({"apiVersion": "g.io/v1", "kind": "W", "metadata": {"name": "a"}, "spec": {"size": 1, "bogus": 2}});
+        for _ in 0..2 {
+            let admitted = admit_create(&cx, body.clone()).expect("admitted");
+            assert!(admitted["spec"].get("bogus").is_none(), "pruned");
+        }
+        assert_eq!(*crate::locks::lock(&warnings), ["unknown field \"spec.bogus\""]);
+        let strict = WriteCtx { validation: FieldValidation::Strict, ..cx };
+        let e = admit_create(&strict, body).expect_err("strict");
+        assert_eq!(
+            e.message,
+            "W in version \"v1\" cannot be handled as a W: strict decoding error: unknown field \"spec.bogus\""
+        );
+    }
 }

@@ -1,145 +1,152 @@
-//! `x-kubernetes-validations` CEL rules, evaluated with the `cel` crate (the
-//! cel-rust interpreter) plus the Kubernetes CEL libraries from `kube-cel`
-//! (strings, lists, sets, regex, url, ip, semver, quantity, format, math).
-//! Each rule sees `self` (and `oldSelf` on update; rules that mention
-//! `oldSelf` are transition rules and are skipped on create, as in
-//! Kubernetes). Compiled programs are cached by rule text.
+//! `x-kubernetes-validations` CEL rules, compiled and evaluated by kube-cel's
+//! validation engine (`kube_cel::compile_schema` and `validate_compiled`, the
+//! engine behind the `Validator` the crds tests use through
+//! `kube::core::cel`). This module only adapts: it compiles a schema's rules
+//! once (per CRD version), words kube-cel's failures as kube-apiserver words
+//! its causes, and names the rules of a CRD that do not compile. It never
+//! walks values itself beyond finding the value a failed rule was about.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
-
-use kube_cel::KubeCelExt;
-use kube_cel::cel::{Context, Program, Value as CelValue};
+use kube_cel::{CompilationError, CompiledSchema, ErrorKind, ValidationError};
 use serde_json::Value;
 
-use crate::error::Cause;
-use crate::schema::shown;
+use crate::error::{Cause, shown};
 
-/// Compiled rules (or their parse errors) by rule text.
-type Cache = Mutex<HashMap<String, Result<Arc<Program>, String>>>;
-
-fn cache() -> &'static Cache {
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    CACHE.get_or_init(Default::default)
-}
-
-/// Compile (or fetch) a rule; the error is the parser's message.
-pub fn compile(rule: &str) -> Result<Arc<Program>, String> {
-    let mut c = cache().lock().unwrap_or_else(|p| p.into_inner());
-    c.entry(rule.to_string()).or_insert_with(|| Program::compile(rule).map(Arc::new).map_err(|e| e.to_string())).clone()
-}
-
-/// JSON to CEL with Kubernetes' typing, guided by the schema: integers are
-/// CEL `int`, except where the schema says `number`, which is always `double`
-/// (so `self > 0.0` holds for a user who wrote `cpus: 1`).
-pub fn to_cel(v: &Value, schema: &Value) -> CelValue {
-    match v {
-        Value::Null => CelValue::Null,
-        Value::Bool(b) => CelValue::Bool(*b),
-        Value::Number(n) => match (schema["type"].as_str(), n.as_i64()) {
-            (Some("number"), _) | (_, None) => CelValue::Float(n.as_f64().unwrap_or(0.0)),
-            (_, Some(i)) => CelValue::Int(i),
-        },
-        Value::String(s) => CelValue::String(Arc::new(s.clone())),
-        Value::Array(a) => {
-            let items = &schema["items"];
-            CelValue::List(Arc::new(a.iter().map(|v| to_cel(v, items)).collect()))
-        }
-        Value::Object(m) => {
-            let map: HashMap<String, CelValue> = m
-                .iter()
-                .map(|(k, v)| {
-                    let sub = schema["properties"].get(k).unwrap_or(&schema["additionalProperties"]);
-                    (k.clone(), to_cel(v, sub))
-                })
-                .collect();
-            map.into()
-        }
+/// Does any node of `schema` carry rules? (Built-in kinds have none, so
+/// they skip compiling and walking altogether.)
+fn has_rules(schema: &Value) -> bool {
+    match schema {
+        Value::Object(m) => m.contains_key("x-kubernetes-validations") || m.values().any(has_rules),
+        Value::Array(a) => a.iter().any(has_rules),
+        _ => false,
     }
 }
 
-thread_local! {
-    /// The standard library plus the Kubernetes libraries, registered once
-    /// per thread; each evaluation adds its variables in an inner scope.
-    static BASE: Context<'static> = Context::default().with_all();
+/// The compiled rules of a schema, or None when it has none.
+pub fn compile(schema: &Value) -> Option<CompiledSchema> {
+    has_rules(schema).then(|| kube_cel::compile_schema(schema))
 }
 
-fn eval(program: &Program, schema: &Value, this: &Value, old: Option<&Value>) -> Result<CelValue, String> {
-    BASE.with(|base| {
-        let mut ctx = base.new_inner_scope();
-        ctx.add_variable_from_value("self", to_cel(this, schema));
-        if let Some(old) = old {
-            ctx.add_variable_from_value("oldSelf", to_cel(old, schema));
-        }
-        program.execute(&ctx).map_err(|e| e.to_string())
-    })
-}
-
-fn join(path: &str, field_path: &str) -> String {
-    let fp = field_path.trim_start_matches('.');
-    match (path.is_empty(), fp.is_empty()) {
-        (_, true) => path.to_string(),
-        (true, false) => fp.to_string(),
-        (false, false) => format!("{path}.{fp}"),
+/// Run the compiled rules on `object` (the whole object, `apiVersion`,
+/// `kind` and `metadata` included; `old` on update for transition rules).
+pub fn check(rules: &CompiledSchema, schema: &Value, object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    if let Err(errors) = kube_cel::validate_compiled(rules, object, old) {
+        let mut found: Vec<Cause> = errors.iter().map(|e| cause(e, schema, object)).collect();
+        // kube-cel walks properties in hash order: sort by field so that the
+        // same object always gets the same message (rules of one field keep
+        // their declared order).
+        found.sort_by(|a, b| a.field.cmp(&b.field));
+        causes.extend(found);
     }
 }
 
-/// Run the rules declared on `schema` against `value` (at `path`).
-pub fn check(schema: &Value, value: &Value, old: Option<&Value>, path: &str, causes: &mut Vec<Cause>) {
-    let Some(rules) = schema["x-kubernetes-validations"].as_array() else { return };
-    for rule in rules {
-        let Some(text) = rule["rule"].as_str() else { continue };
-        let transition = text.contains("oldSelf");
-        if transition && old.is_none() {
-            continue;
+/// A field path as kube-cel prints it (`spec.workers[0].image`) as steps.
+enum Step<'a> {
+    Field(&'a str),
+    Index(usize),
+}
+
+fn steps(path: &str) -> Vec<Step<'_>> {
+    let mut out = vec![];
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (name, rest) = part.split_once('[').map(|(n, r)| (n, Some(r))).unwrap_or((part, None));
+        if !name.is_empty() {
+            out.push(Step::Field(name));
         }
-        let field = join(path, rule["fieldPath"].as_str().unwrap_or(""));
-        let reason = match rule["reason"].as_str() {
-            Some("FieldValueForbidden") => "FieldValueForbidden",
-            Some("FieldValueRequired") => "FieldValueRequired",
-            Some("FieldValueDuplicate") => "FieldValueDuplicate",
-            _ => "FieldValueInvalid",
-        };
-        let program = match compile(text) {
-            Ok(p) => p,
-            Err(e) => {
-                causes.push(Cause {
-                    reason: "FieldValueInvalid",
-                    field,
-                    message: format!("Invalid value: {}: compilation failed: {e}", shown(value)),
-                });
-                continue;
+        for idx in rest.into_iter().flat_map(|r| r.split('[')) {
+            if let Ok(i) = idx.trim_end_matches(']').parse() {
+                out.push(Step::Index(i));
             }
-        };
-        match eval(&program, schema, value, if transition { old } else { None }) {
-            Ok(CelValue::Bool(true)) => {}
-            Ok(CelValue::Bool(false)) => {
-                let mut message =
-                    rule["message"].as_str().map(String::from).unwrap_or_else(|| format!("failed rule: {text}"));
-                if let Some(expr) = rule["messageExpression"].as_str()
-                    && let Ok(p) = compile(expr)
-                    && let Ok(CelValue::String(s)) = eval(&p, schema, value, old)
-                {
-                    message = s.to_string();
-                }
-                let message = match reason {
-                    "FieldValueForbidden" => format!("Forbidden: {message}"),
-                    "FieldValueRequired" => format!("Required value: {message}"),
-                    _ => format!("Invalid value: {}: {message}", shown(value)),
-                };
-                causes.push(Cause { reason, field, message });
-            }
-            Ok(other) => causes.push(Cause {
-                reason: "FieldValueInvalid",
-                field,
-                message: format!("Invalid value: {}: rule {text:?} evaluated to {other:?}, not a bool", shown(value)),
-            }),
-            Err(e) => causes.push(Cause {
-                reason: "FieldValueInvalid",
-                field,
-                message: format!("Invalid value: {}: rule {text:?} evaluation error: {e}", shown(value)),
-            }),
         }
+    }
+    out
+}
+
+/// The value of the schema node whose rule failed: the longest prefix of the
+/// error's path whose schema declares that rule (a `fieldPath` points below it).
+fn rule_value<'a>(e: &ValidationError, schema: &Value, object: &'a Value) -> Option<&'a Value> {
+    let path = steps(&e.field_path);
+    let mut nodes = vec![(schema, Some(object))];
+    for step in &path {
+        let Some(&(s, v)) = nodes.last() else { break };
+        let (sub, value) = match step {
+            Step::Field(f) => {
+                let sub = s["properties"].get(*f).or_else(|| s.get("additionalProperties").filter(|a| a.is_object()));
+                (sub, v.and_then(|v| v.get(*f)))
+            }
+            Step::Index(i) => (s.get("items"), v.and_then(|v| v.get(*i))),
+        };
+        let Some(sub) = sub else { break };
+        nodes.push((sub, value));
+    }
+    let declares = |s: &Value| {
+        s["x-kubernetes-validations"].as_array().is_some_and(|rules| rules.iter().any(|r| r["rule"] == e.rule.as_str()))
+    };
+    nodes.into_iter().rev().find(|(s, _)| declares(s)).and_then(|(_, v)| v)
+}
+
+fn cause(e: &ValidationError, schema: &Value, object: &Value) -> Cause {
+    let field = e.field_path.trim_start_matches('.').to_string();
+    let value = shown(rule_value(e, schema, object).unwrap_or(&Value::Null));
+    let invalid = |message: String| Cause { reason: "FieldValueInvalid", field: field.clone(), message };
+    match e.kind {
+        ErrorKind::ValidationFailure => {
+            let reason = match e.reason.as_deref() {
+                Some("FieldValueForbidden") => "FieldValueForbidden",
+                Some("FieldValueRequired") => "FieldValueRequired",
+                Some("FieldValueDuplicate") => "FieldValueDuplicate",
+                _ => "FieldValueInvalid",
+            };
+            let message = match reason {
+                "FieldValueForbidden" => format!("Forbidden: {}", e.message),
+                "FieldValueRequired" => format!("Required value: {}", e.message),
+                _ => format!("Invalid value: {value}: {}", e.message),
+            };
+            Cause { reason, field, message }
+        }
+        ErrorKind::EvaluationError => {
+            let detail = e.message.strip_prefix("rule evaluation error: ").unwrap_or(&e.message);
+            invalid(format!("Invalid value: {value}: rule {:?} evaluation error: {detail}", e.rule))
+        }
+        _ => invalid(format!("Invalid value: {value}: {}", e.message)),
+    }
+}
+
+/// Rules in a CRD's schema that do not compile, as causes naming where they
+/// are (`spec.versions[0].schema.openAPIV3Schema.properties[spec]...`).
+pub fn compile_errors(schema: &Value, path: &str) -> Vec<Cause> {
+    let mut out = vec![];
+    if let Some(rules) = compile(schema) {
+        collect(&rules, path, &mut out);
+    }
+    out
+}
+
+fn collect(node: &CompiledSchema, path: &str, out: &mut Vec<Cause>) {
+    for (i, r) in node.validations.iter().enumerate() {
+        let at = format!("{path}.x-kubernetes-validations[{i}]");
+        let (field, message) = match r {
+            Ok(_) => continue,
+            Err(CompilationError::Parse { rule, source }) => {
+                (format!("{at}.rule"), format!("Invalid value: {rule:?}: compilation failed: {source}"))
+            }
+            Err(CompilationError::MessageExpressionParse { message_expression, source, .. }) => (
+                format!("{at}.messageExpression"),
+                format!("Invalid value: {message_expression:?}: compilation failed: {source}"),
+            ),
+            Err(other) => (at, format!("Invalid value: {other}")),
+        };
+        out.push(Cause { reason: "FieldValueInvalid", field, message });
+    }
+    let mut props: Vec<_> = node.properties.iter().collect();
+    props.sort_by(|a, b| a.0.cmp(b.0));
+    for (k, sub) in props {
+        collect(sub, &format!("{path}.properties[{k}]"), out);
+    }
+    if let Some(items) = &node.items {
+        collect(items, &format!("{path}.items"), out);
+    }
+    if let Some(ap) = &node.additional_properties {
+        collect(ap, &format!("{path}.additionalProperties"), out);
     }
 }
 
@@ -148,63 +155,86 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    #[test]
-    fn a_failed_rule_reports_its_message_at_its_field_path() {
-        let schema = json!({"x-kubernetes-validations": [
-            {"rule": "self.workers >= self.minWorkers", "message": "workers must be at least minWorkers", "fieldPath": ".workers"},
-            {"rule": "self.workers == oldSelf.workers", "message": "workers is immutable"}
-        ]});
+    fn run(schema: &Value, object: &Value, old: Option<&Value>) -> Vec<Cause> {
         let mut causes = vec![];
-        check(&schema, &json!({"workers": 1, "minWorkers": 2}), None, "spec", &mut causes);
-        assert_eq!(causes.len(), 1, "the transition rule must be skipped on create");
-        assert_eq!(causes[0].field, "spec.workers");
-        assert!(causes[0].message.ends_with("workers must be at least minWorkers"), "{}", causes[0].message);
+        if let Some(rules) = compile(schema) {
+            check(&rules, schema, object, old, &mut causes);
+        }
+        causes
+    }
 
-        let mut causes = vec![];
-        check(
-            &schema,
-            &json!({"workers": 3, "minWorkers": 2}),
-            Some(&json!({"workers": 2, "minWorkers": 2})),
-            "spec",
-            &mut causes,
-        );
-        assert_eq!(causes.len(), 1);
-        assert!(causes[0].message.ends_with("workers is immutable"));
+    fn spec_schema(rules: Value) -> Value {
+        json!({"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-validations": rules,
+            "properties": {"workers": {"type": "integer"}, "minWorkers": {"type": "integer"}}}}})
     }
 
     #[test]
-    fn numbers_are_doubles_where_the_schema_says_number() {
-        let schema = json!({"type": "number", "x-kubernetes-validations": [{"rule": "self > 0.0"}]});
-        let mut causes = vec![];
-        check(&schema, &json!(1), None, "spec.cpus", &mut causes);
-        assert!(causes.is_empty(), "{causes:?}");
-        check(&schema, &json!(0), None, "spec.cpus", &mut causes);
+    fn a_failed_rule_reports_its_message_at_its_field_path() {
+        let schema = spec_schema(json!([
+            {"rule": "self.workers >= self.minWorkers", "message": "workers must be at least minWorkers", "fieldPath": ".workers"},
+            {"rule": "self.workers == oldSelf.workers", "message": "workers is immutable"}
+        ]));
+        let causes = run(&schema, &json!({"spec": {"workers": 1, "minWorkers": 2}}), None);
+        assert_eq!(causes.len(), 1, "the transition rule must be skipped on create: {causes:?}");
+        assert_eq!(causes[0].field, "spec.workers");
+        assert_eq!(causes[0].message, "Invalid value: \"object\": workers must be at least minWorkers");
+
+        let causes = run(
+            &schema,
+            &json!({"spec": {"workers": 3, "minWorkers": 2}}),
+            Some(&json!({"spec": {"workers": 2, "minWorkers": 2}})),
+        );
         assert_eq!(causes.len(), 1);
+        assert_eq!(
+            (causes[0].field.as_str(), causes[0].message.as_str()),
+            ("spec", "Invalid value: \"object\": workers is immutable")
+        );
+    }
+
+    #[test]
+    fn reasons_and_scalar_values_are_worded_like_kube_apiserver() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "cpus": {"type": "number", "x-kubernetes-validations": [{"rule": "self > 0.0", "message": "cpus must be greater than 0"}]},
+            "name": {"type": "string", "x-kubernetes-validations": [{"rule": "self != 'x'", "message": "not x", "reason": "FieldValueForbidden"}]}
+        }}}});
+        assert!(run(&schema, &json!({"spec": {"cpus": 1, "name": "y"}}), None).is_empty(), "an integer is a number");
+        let causes = run(&schema, &json!({"spec": {"cpus": 0.0, "name": "x"}}), None);
+        let got: Vec<_> = causes.iter().map(|c| (c.field.as_str(), c.reason, c.message.as_str())).collect();
+        assert!(
+            got.contains(&("spec.cpus", "FieldValueInvalid", "Invalid value: 0.0: cpus must be greater than 0")),
+            "{got:?}"
+        );
+        assert!(got.contains(&("spec.name", "FieldValueForbidden", "Forbidden: not x")), "{got:?}");
     }
 
     #[test]
     fn rules_use_the_kubernetes_cel_libraries() {
-        let schema = json!({"type": "string", "x-kubernetes-validations": [
+        let schema = json!({"type": "object", "properties": {"memory": {"type": "string", "x-kubernetes-validations": [
             {"rule": "quantity(self).isGreaterThan(quantity('32Mi'))", "message": "memory must exceed 32Mi"}
-        ]});
-        let mut causes = vec![];
-        check(&schema, &json!("64Mi"), None, "spec.resources.memory", &mut causes);
-        assert!(causes.is_empty(), "{causes:?}");
-        check(&schema, &json!("1Mi"), None, "spec.resources.memory", &mut causes);
+        ]}}});
+        assert!(run(&schema, &json!({"memory": "64Mi"}), None).is_empty());
+        let causes = run(&schema, &json!({"memory": "1Mi"}), None);
         assert_eq!(causes.len(), 1);
-        assert!(causes[0].message.ends_with("memory must exceed 32Mi"));
+        assert_eq!(causes[0].message, "Invalid value: \"1Mi\": memory must exceed 32Mi");
     }
 
     #[test]
-    fn rules_use_the_cel_standard_library() {
-        let schema = json!({"x-kubernetes-validations": [
-            {"rule": "self.image.startsWith('mpi') && size(self.args) <= 2 && self.args.all(a, a != '')"}
-        ]});
-        let mut causes = vec![];
-        check(&schema, &json!({"image": "mpi:1", "args": ["a", "b"]}), None, "spec", &mut causes);
-        assert!(causes.is_empty(), "{causes:?}");
-        check(&schema, &json!({"image": "x", "args": []}), None, "spec", &mut causes);
-        assert_eq!(causes.len(), 1);
-        assert!(causes[0].message.contains("failed rule"));
+    fn rules_that_do_not_compile_are_named_by_where_they_are() {
+        let schema = spec_schema(json!([{"rule": "self.workers >"}, {"rule": "true", "messageExpression": "'a' +"}]));
+        let causes = compile_errors(&schema, "s");
+        let fields: Vec<_> = causes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "s.properties[spec].x-kubernetes-validations[0].rule",
+                "s.properties[spec].x-kubernetes-validations[1].messageExpression"
+            ]
+        );
+        assert!(
+            causes[0].message.starts_with("Invalid value: \"self.workers >\": compilation failed:"),
+            "{}",
+            causes[0].message
+        );
+        assert!(compile(&json!({"type": "object"})).is_none(), "no rules, nothing compiled");
     }
 }

@@ -16,28 +16,6 @@ fn required(field: &str) -> Cause {
     Cause { reason: "FieldValueRequired", field: field.into(), message: "Required value".into() }
 }
 
-fn collect_rule_errors(schema: &Value, path: &str, out: &mut Vec<Cause>) {
-    for (i, r) in schema["x-kubernetes-validations"].as_array().into_iter().flatten().enumerate() {
-        if let Some(rule) = r["rule"].as_str()
-            && let Err(e) = cel_rules::compile(rule)
-        {
-            out.push(cause(
-                &format!("{path}.x-kubernetes-validations[{i}].rule"),
-                format!("Invalid value: {rule:?}: compilation failed: {e}"),
-            ));
-        }
-    }
-    for (k, sub) in schema["properties"].as_object().into_iter().flatten() {
-        collect_rule_errors(sub, &format!("{path}.properties[{k}]"), out);
-    }
-    if let Some(items) = schema.get("items") {
-        collect_rule_errors(items, &format!("{path}.items"), out);
-    }
-    if let Some(ap) = schema.get("additionalProperties").filter(|a| a.is_object()) {
-        collect_rule_errors(ap, &format!("{path}.additionalProperties"), out);
-    }
-}
-
 pub fn validate(crd: &Value) -> Vec<Cause> {
     let mut causes = vec![];
     let spec = &crd["spec"];
@@ -87,7 +65,7 @@ pub fn validate(crd: &Value) -> Vec<Cause> {
         }
         match v["schema"].get("openAPIV3Schema") {
             None => causes.push(required(&format!("{path}.schema.openAPIV3Schema"))),
-            Some(s) => collect_rule_errors(s, &format!("{path}.schema.openAPIV3Schema"), &mut causes),
+            Some(s) => causes.extend(cel_rules::compile_errors(s, &format!("{path}.schema.openAPIV3Schema"))),
         }
     }
     causes

@@ -34,6 +34,15 @@ pub struct Details {
     pub causes: Vec<Cause>,
 }
 
+/// How Kubernetes shows a value inside "Invalid value: X".
+pub fn shown(v: &Value) -> String {
+    match v {
+        Value::Object(_) => "\"object\"".into(),
+        Value::Array(_) => "\"array\"".into(),
+        other => other.to_string(),
+    }
+}
+
 /// `<plural>.<group>` as Kubernetes prints it in messages (`events` for core).
 pub fn qualified(plural: &str, group: &str) -> String {
     if group.is_empty() { plural.to_string() } else { format!("{plural}.{group}") }

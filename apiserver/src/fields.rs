@@ -389,7 +389,6 @@ pub fn same_content(a: &Value, b: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apply::apply;
 
     fn w(manager: &'static str) -> Writer<'static> {
         Writer { manager, subresource: "", api_version: "v1", now: "2025-01-01T00:00:00Z", schema: None }
@@ -410,13 +409,24 @@ mod tests {
 
     #[test]
     fn an_update_takes_the_fields_it_changed() {
-        let old = apply(&json!({"metadata": {}}), &json!({"spec": {"a": 1, "b": 2}}), MAIN, false, &w("m")).unwrap();
+        // Manager m applied spec.a and spec.b.
+        let mut old = json!({"metadata": {}, "spec": {"a": 1, "b": 2}});
+        let applied = Entry {
+            manager: "m".into(),
+            operation: "Apply".into(),
+            api_version: "v1".into(),
+            time: "t".into(),
+            subresource: String::new(),
+            fields: fields_of(&old, MAIN, None),
+        };
+        set_entries(&mut old, &[applied]);
         let mut new = old.clone();
         new["spec"]["a"] = json!(5);
         record_update(Some(&old), &mut new, MAIN, &w("kubectl-patch"));
         let e = entries(&new);
-        let by = |m: &str| e.iter().find(|e| e.manager == m).unwrap().fields.clone();
+        let by = |m: &str| e.iter().find(|e| e.manager == m).map(|e| e.fields.clone()).unwrap_or_default();
         assert!(by("kubectl-patch").contains(&vec!["f:spec".to_string(), "f:a".to_string()]));
         assert!(!by("m").contains(&vec!["f:spec".to_string(), "f:a".to_string()]));
+        assert!(by("m").contains(&vec!["f:spec".to_string(), "f:b".to_string()]), "untouched fields stay m's");
     }
 }

@@ -14,13 +14,14 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::api::{Api, Target, WriteOpts, parse_body, view_cow};
+use crate::api::{Api, Target, WriteOpts};
 use crate::discovery;
 use crate::error::{ApiError, ApiResult};
 use crate::openapi;
 use crate::patch::PatchType;
 use crate::query::Query;
 use crate::table::{self, Format};
+use crate::views::{parse_body, view_cow};
 use crate::watch::{self, WatchRequest};
 
 /// Everything a request handler needs.
@@ -301,12 +302,12 @@ async fn dispatch(
                     t.rt.plural
                 )));
             }
-            api.create(&t, object_body(&t, headers, body)?, &opts)?
+            api.create(&t, object_body(&t, headers, body)?, &opts).await?
         }
-        Method::PUT => api.update(&t, object_body(&t, headers, body)?, &opts)?,
+        Method::PUT => api.update(&t, object_body(&t, headers, body)?, &opts).await?,
         Method::PATCH => {
             let pt = PatchType::from_content_type(header_str(headers, header::CONTENT_TYPE))?;
-            api.patch(&t, pt, body, &opts)?
+            api.patch(&t, pt, body, &opts).await?
         }
         Method::DELETE => {
             let options =
@@ -318,12 +319,16 @@ async fn dispatch(
                     "unsupported propagationPolicy {p:?}: use Background, Foreground or Orphan"
                 )));
             }
-            if t.name.is_some() { api.delete(&t, &options, q)? } else { api.delete_collection(&t, &options, q)? }
+            if t.name.is_some() {
+                api.delete(&t, &options, q).await?
+            } else {
+                api.delete_collection(&t, &options, q).await?
+            }
         }
         _ => return Err(ApiError::method_not_allowed(format!("method {method} is not supported on this resource"))),
     };
     let mut r = json_response(code, &v, "application/json");
-    for w in opts.warnings.borrow().iter() {
+    for w in opts.warnings() {
         // RFC 7234 warn-text is a quoted string; kubectl prints "Warning: <text>".
         let text = format!("299 - \"{}\"", w.replace('\\', "\\\\").replace('"', "\\\""));
         if let Ok(h) = HeaderValue::from_str(&text) {

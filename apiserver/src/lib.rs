@@ -1,9 +1,10 @@
 //! mpiswarm's embedded Kubernetes-compatible API server: what
 //! `mpiswarm apiserver` runs. It serves built-in kinds (namespaces, events in
-//! two views, leases, secrets, configmaps, CRDs) and whatever custom
+//! two views, leases, secrets, configmaps, CRDs, and the workload, service
+//! and RBAC kinds that are stored only: `builtins`) and whatever custom
 //! resources applied CRDs declare, from SQLite, so that kubectl, kube-rs and
 //! the Python client work against it as against a real cluster. It knows no
-//! mpiswarm type.
+//! mpiswarm type and runs no controller.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,26 +14,36 @@ use std::time::Duration;
 pub mod admission;
 pub mod api;
 pub mod apply;
+pub mod builtins;
+pub mod cascade;
 pub mod cel_rules;
 pub mod crd;
+pub mod delete;
 pub mod discovery;
 pub mod error;
+pub mod event_ttl;
 pub mod events;
 pub mod fields;
 pub mod http;
 pub mod list;
+pub mod locks;
 pub mod metrics;
 pub mod openapi;
 pub mod patch;
 pub mod proto;
 pub mod query;
 pub mod registry;
+pub mod resource;
 pub mod schema;
 pub mod selectors;
+pub mod state;
 pub mod store;
 pub mod table;
 pub mod tls;
+pub mod views;
 pub mod watch;
+pub mod write;
+pub mod writer;
 
 /// `mpiswarm apiserver`
 #[derive(clap::Args, Debug, Clone)]
@@ -89,7 +100,12 @@ pub enum Error {
     Tls(String),
     #[error("{0} is in use by another apiserver (its lock file is held); stop that one or choose another --data-dir")]
     Locked(String),
+    #[error("the server cannot go on: {0}; see the log above, then restart it")]
+    Failed(String),
 }
+
+/// What `Running::tasks` holds, in order, for messages.
+const TASK_NAMES: [&str; 2] = ["the HTTP server", "the event TTL sweep"];
 
 /// A started server.
 pub struct Running {
@@ -105,6 +121,23 @@ pub struct Running {
 }
 
 impl Running {
+    /// Resolves when the server can no longer serve: one of its tasks ended
+    /// (a panic included) or the storage writer thread stopped.
+    pub async fn failure(&mut self) -> Error {
+        let api = self.api.clone();
+        tokio::select! {
+            (result, i, _) = futures::future::select_all(self.tasks.iter_mut()) => {
+                let how = match result {
+                    Err(e) if e.is_panic() => "panicked",
+                    Err(_) => "was cancelled",
+                    Ok(()) => "returned",
+                };
+                Error::Failed(format!("{} {how}", TASK_NAMES.get(i).unwrap_or(&"a server task")))
+            }
+            _ = api.store.writer_stopped() => Error::Failed("the storage writer thread stopped".into()),
+        }
+    }
+
     /// Stop serving (open connections are dropped).
     pub fn stop(&self) {
         self.api.stopping.send_replace(true);
@@ -136,7 +169,7 @@ pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
     let store = store::Store::open(&dir.join("state.sqlite"), args.watch_history.max(1))
         .map_err(|e| Error::Storage(e.message))?;
     let api = Arc::new(api::Api::new(store));
-    api.ensure_namespaces().map_err(|e| Error::Storage(e.message))?;
+    api.ensure_namespaces().await.map_err(|e| Error::Storage(e.message))?;
     let token = tls::token(&dir)?;
     if args.insecure_http && !args.listen.ip().is_loopback() {
         return Err(Error::Tls(format!("--insecure-http is only allowed on loopback, not on {}", args.listen)));
@@ -167,22 +200,9 @@ pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
         }),
         Some(tls) => tokio::spawn(serve_tls(listener, app, tls.config)),
     };
-    let sweeper = tokio::spawn(sweep_events(api.clone(), Duration::from_secs(args.event_ttl_seconds)));
+    let sweeper = tokio::spawn(event_ttl::sweep(api.clone(), Duration::from_secs(args.event_ttl_seconds)));
     tracing::info!(%url, kubeconfig = %kubeconfig.display(), "apiserver listening");
     Ok(Running { addr, url, kubeconfig, token, api, tasks: vec![task, sweeper], _lock: lock })
-}
-
-/// Delete expired events now and then, as kube-apiserver's --event-ttl does.
-async fn sweep_events(api: Arc<api::Api>, ttl: Duration) {
-    let every = ttl.clamp(Duration::from_secs(1), Duration::from_secs(60));
-    loop {
-        tokio::time::sleep(every).await;
-        let cutoff = chrono::Utc::now() - chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::MAX);
-        let expired = api.expire_events(cutoff);
-        if expired > 0 {
-            tracing::debug!(expired, "expired events deleted");
-        }
-    }
 }
 
 async fn serve_tls(listener: tokio::net::TcpListener, app: axum::Router, config: Arc<rustls::ServerConfig>) {
@@ -217,16 +237,35 @@ async fn serve_tls(listener: tokio::net::TcpListener, app: axum::Router, config:
     }
 }
 
-/// `mpiswarm apiserver`: serve until SIGINT or SIGTERM.
+/// `mpiswarm apiserver`: serve until SIGINT or SIGTERM, or fail with an
+/// error as soon as a server task or the storage writer dies.
 pub async fn run(args: ApiserverArgs) -> Result<(), Error> {
     use tokio::signal::unix::{SignalKind, signal};
-    let running = start(args).await?;
+    let mut running = start(args).await?;
     eprintln!("mpiswarm apiserver listening on {}; kubeconfig: {}", running.url, running.kubeconfig.display());
     let mut term = signal(SignalKind::terminate()).map_err(|e| Error::Io("SIGTERM handler".into(), e))?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
+    let outcome = tokio::select! {
+        _ = tokio::signal::ctrl_c() => Ok(()),
+        _ = term.recv() => Ok(()),
+        e = running.failure() => Err(e),
+    };
     running.stop();
-    Ok(())
+    outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_server_task_that_ends_is_a_failure_with_its_name() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut running = start(ApiserverArgs::for_dir(dir.path())).await.expect("starts");
+        running.tasks[1].abort();
+        let e = tokio::time::timeout(Duration::from_secs(30), running.failure()).await.expect("noticed");
+        assert_eq!(
+            e.to_string(),
+            "the server cannot go on: the event TTL sweep was cancelled; see the log above, then restart it"
+        );
+    }
 }

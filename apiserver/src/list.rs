@@ -9,12 +9,13 @@ use std::sync::Arc;
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::api::{Api, Target, view_cow};
+use crate::api::{Api, Target};
 use crate::error::{ApiError, ApiResult};
 use crate::events;
 use crate::query::Query;
-use crate::registry::{Builtin, ResourceType};
+use crate::resource::{Builtin, ResourceType};
 use crate::selectors::{FieldSelector, LabelSelector};
+use crate::views::view_cow;
 
 /// One page of a list: the matching stored objects, the list RV and the
 /// continue token when more remain.

@@ -9,12 +9,15 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::registry::{Builtin, ResourceType};
+use crate::resource::{Builtin, ResourceType};
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
 /// The component name kube-apiserver uses for a kind.
 pub fn definition_name(t: &ResourceType) -> String {
+    if let Some(d) = &t.definition {
+        return d.clone();
+    }
     match t.builtin {
         Some(Builtin::Crd) => {
             "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition".into()

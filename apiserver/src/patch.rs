@@ -1,12 +1,14 @@
 //! PATCH bodies other than server-side apply: the patch types by media
-//! type, RFC 6902 JSON patch with Kubernetes' quirks, and JSON merge patch
-//! (also used for strategic merge on built-in kinds, which have no
-//! merge-keyed lists that matter here).
+//! type, RFC 6902 JSON patch with Kubernetes' quirks, and strategic merge
+//! patch for built-in kinds (lists merge by the key their schema names,
+//! `x-kubernetes-patch-merge-key`, with the `$patch`, `$retainKeys`,
+//! `$setElementOrder` and `$deleteFromPrimitiveList` directives kubectl
+//! sends). JSON merge patch itself is `json_patch::merge`.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::error::{ApiError, ApiResult, Cause};
-use crate::registry::ResourceType;
+use crate::resource::ResourceType;
 
 /// Strategic-merge directives make no sense to a JSON merge; drop them.
 pub fn strip_directives(v: &mut Value) {
@@ -51,6 +53,108 @@ pub fn apply_json_patch(rt: &ResourceType, name: &str, doc: &mut Value, patch: &
     json_patch::patch(doc, &parsed).map_err(|e| json_patch_error(rt, name, e))
 }
 
+fn without_directives(v: &Value) -> Value {
+    let mut v = v.clone();
+    strip_directives(&mut v);
+    if let Value::Array(items) = &mut v {
+        items.iter_mut().for_each(strip_directives);
+    }
+    v
+}
+
+fn is_directive(v: &Value, what: &str) -> bool {
+    v.get("$patch").and_then(Value::as_str) == Some(what)
+}
+
+/// Strategic merge of `patch` into `target`, guided by the kind's schema
+/// (None: every list is replaced, as by a JSON merge patch).
+pub fn strategic_merge(target: &mut Value, patch: &Value, schema: Option<&Value>) {
+    let Some(p) = patch.as_object() else {
+        *target = patch.clone();
+        return;
+    };
+    if is_directive(patch, "replace") {
+        *target = without_directives(patch);
+        return;
+    }
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let Some(t) = target.as_object_mut() else { return };
+    for (k, pv) in p.iter().filter(|(k, _)| !k.starts_with('$')) {
+        let sub = crate::fields::prop(schema, k);
+        if pv.is_null() || is_directive(pv, "delete") {
+            t.remove(k);
+            continue;
+        }
+        match (t.get_mut(k), pv) {
+            (Some(tv @ Value::Object(_)), Value::Object(_)) => strategic_merge(tv, pv, sub),
+            (Some(Value::Array(items)), Value::Array(patch_items)) => merge_list(items, patch_items, sub),
+            _ if pv.is_object() => {
+                let mut fresh = Value::Object(Map::new());
+                strategic_merge(&mut fresh, pv, sub);
+                t.insert(k.clone(), fresh);
+            }
+            _ => {
+                let mut fresh = Value::Array(vec![]);
+                if let (Value::Array(items), Value::Array(patch_items)) = (&mut fresh, pv) {
+                    merge_list(items, patch_items, sub);
+                    t.insert(k.clone(), fresh);
+                } else {
+                    t.insert(k.clone(), pv.clone());
+                }
+            }
+        }
+    }
+    for (k, gone) in p.iter().filter_map(|(k, v)| Some((k.strip_prefix("$deleteFromPrimitiveList/")?, v))) {
+        if let (Some(Value::Array(items)), Some(gone)) = (t.get_mut(k), gone.as_array()) {
+            items.retain(|i| !gone.contains(i));
+        }
+    }
+    for (k, order) in p.iter().filter_map(|(k, v)| Some((k.strip_prefix("$setElementOrder/")?, v))) {
+        let key = crate::fields::prop(schema, k).and_then(|s| s["x-kubernetes-patch-merge-key"].as_str());
+        if let (Some(Value::Array(items)), Some(order)) = (t.get_mut(k), order.as_array()) {
+            reorder(items, order, key);
+        }
+    }
+    if let Some(keep) = p.get("$retainKeys").and_then(Value::as_array) {
+        t.retain(|k, _| keep.iter().any(|r| r == k));
+    }
+}
+
+/// Merge a list: by the schema's merge key where it names one (items with
+/// `$patch: delete` are removed, others merged into the item with the same
+/// key or appended), else the patch's list replaces the old one.
+fn merge_list(items: &mut Vec<Value>, patch_items: &[Value], schema: Option<&Value>) {
+    let key = schema.and_then(|s| s["x-kubernetes-patch-merge-key"].as_str());
+    let item_schema = schema.and_then(|s| s.get("items"));
+    let Some(key) = key.filter(|_| !patch_items.iter().any(|i| is_directive(i, "replace"))) else {
+        *items = patch_items.iter().filter(|i| !is_directive(i, "replace")).map(without_directives).collect();
+        return;
+    };
+    for pi in patch_items {
+        let id = &pi[key];
+        let existing = items.iter().position(|i| !id.is_null() && &i[key] == id);
+        match existing {
+            _ if is_directive(pi, "delete") => items.retain(|i| &i[key] != id),
+            Some(at) => strategic_merge(&mut items[at], pi, item_schema),
+            None => {
+                let mut fresh = Value::Object(Map::new());
+                strategic_merge(&mut fresh, pi, item_schema);
+                items.push(fresh);
+            }
+        }
+    }
+}
+
+/// `$setElementOrder`: items named in `order` come first, in that order.
+fn reorder(items: &mut [Value], order: &[Value], key: Option<&str>) {
+    let id = |v: &Value| -> Value { key.map(|k| v[k].clone()).unwrap_or_else(|| v.clone()) };
+    let rank = |v: &Value| order.iter().position(|o| id(o) == id(v)).unwrap_or(order.len());
+    items.sort_by_key(|v| rank(v));
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatchType {
     Merge,
     Json,
@@ -70,5 +174,52 @@ impl PatchType {
                 "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {other:?})"
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn containers_schema() -> Value {
+        json!({"properties": {"containers": {"type": "array", "x-kubernetes-patch-merge-key": "name",
+            "items": {"properties": {"ports": {"type": "array", "x-kubernetes-patch-merge-key": "containerPort"}}}}}})
+    }
+
+    #[test]
+    fn kubectl_apply_patch_changes_one_container_and_keeps_the_rest() {
+        let mut live = json!({"containers": [
+            {"name": "app", "image": "a:1", "ports": [{"containerPort": 80}]},
+            {"name": "side", "image": "s:1"}]});
+        // What kubectl apply sends when only app's image changed.
+        let patch = json!({"$setElementOrder/containers": [{"name": "app"}, {"name": "side"}],
+            "containers": [{"image": "a:2", "name": "app"}]});
+        strategic_merge(&mut live, &patch, Some(&containers_schema()));
+        assert_eq!(
+            live,
+            json!({"containers": [
+                {"name": "app", "image": "a:2", "ports": [{"containerPort": 80}]},
+                {"name": "side", "image": "s:1"}]})
+        );
+    }
+
+    #[test]
+    fn directives_delete_replace_retain_and_reorder() {
+        let schema = containers_schema();
+        let mut live = json!({"containers": [{"name": "a"}, {"name": "b"}, {"name": "c"}], "x": {"k": 1, "j": 2}});
+        let patch = json!({"containers": [{"name": "b", "$patch": "delete"}],
+            "$setElementOrder/containers": [{"name": "c"}, {"name": "a"}],
+            "x": {"$patch": "replace", "n": 3}});
+        strategic_merge(&mut live, &patch, Some(&schema));
+        assert_eq!(live, json!({"containers": [{"name": "c"}, {"name": "a"}], "x": {"n": 3}}));
+
+        let mut obj = json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}, "other": 1});
+        strategic_merge(&mut obj, &json!({"$retainKeys": ["type"], "type": "Recreate"}), None);
+        assert_eq!(obj, json!({"type": "Recreate"}));
+
+        let mut fin = json!({"finalizers": ["a", "b"], "tags": ["x"]});
+        strategic_merge(&mut fin, &json!({"$deleteFromPrimitiveList/finalizers": ["a"], "tags": ["y"]}), None);
+        assert_eq!(fin, json!({"finalizers": ["b"], "tags": ["y"]}), "unkeyed lists are replaced");
     }
 }

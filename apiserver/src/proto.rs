@@ -12,7 +12,7 @@ use prost::Message;
 use serde_json::{Value, json};
 
 use crate::error::{ApiError, ApiResult};
-use crate::registry::{Builtin, ResourceType};
+use crate::resource::{Builtin, ResourceType};
 
 const MAGIC: &[u8] = b"k8s\0";
 
@@ -117,8 +117,9 @@ fn bad(rt: &ResourceType, e: impl std::fmt::Display) -> ApiError {
 pub fn decode(rt: &ResourceType, body: &[u8]) -> ApiResult<Value> {
     let unsupported = || {
         ApiError::unsupported_media_type(format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (protobuf is accepted only for namespaces, configmaps and secrets, not {})",
-            rt.plural
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (protobuf is accepted only for namespaces, configmaps and secrets, not {plural}); send {plural} as JSON or YAML: `kubectl apply -f` and `kubectl create -f` do, and a `kubectl create {singular} ...` generator can be piped: add `--dry-run=client -o yaml | kubectl apply -f -`",
+            plural = rt.plural,
+            singular = rt.singular
         ))
     };
     if !matches!(rt.builtin, Some(Builtin::Namespace | Builtin::ConfigMap | Builtin::Secret)) {

@@ -1,208 +1,13 @@
-//! Which resources the server serves: the built-in kinds and every version of
-//! every CustomResourceDefinition that has been applied. Nothing here is
-//! specific to any custom kind; a CRD object is the only source of truth for
+//! Which resources the server serves right now: the built-in kinds (the
+//! table in `builtins`) and every served version of every applied
+//! CustomResourceDefinition. A CRD object is the only source of truth for
 //! custom resources, exactly as on a real cluster.
 
 use std::sync::{Arc, RwLock};
 
 use serde_json::Value;
 
-/// Built-in kinds that need special handling somewhere.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Builtin {
-    Namespace,
-    /// `events` in core/v1 (the same store as `EventsV1`, another view).
-    CoreEvent,
-    EventsV1,
-    Lease,
-    Secret,
-    ConfigMap,
-    Crd,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct PrinterColumn {
-    pub name: String,
-    pub type_: String,
-    pub format: String,
-    pub description: String,
-    pub priority: i64,
-    pub json_path: String,
-}
-
-/// One served resource in one group/version.
-#[derive(Debug, Clone)]
-pub struct ResourceType {
-    pub group: String,
-    pub version: String,
-    pub plural: String,
-    pub singular: String,
-    pub kind: String,
-    pub list_kind: String,
-    pub short_names: Vec<String>,
-    pub categories: Vec<String>,
-    pub namespaced: bool,
-    pub status_subresource: bool,
-    /// `metadata.generation` is tracked (custom resources and CRDs).
-    pub generation: bool,
-    /// The version's `openAPIV3Schema`, for custom resources.
-    pub schema: Option<Value>,
-    pub printer_columns: Vec<PrinterColumn>,
-    /// Storage key prefix shared by every version (and by both event views).
-    pub storage: String,
-    pub builtin: Option<Builtin>,
-}
-
-impl ResourceType {
-    pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
-    }
-
-    pub fn group_version_path(&self) -> String {
-        if self.group.is_empty() { "api/v1".into() } else { format!("apis/{}/{}", self.group, self.version) }
-    }
-
-    /// The storage key of one object.
-    pub fn key(&self, namespace: Option<&str>, name: &str) -> String {
-        match namespace {
-            Some(ns) if self.namespaced => format!("{}{ns}/{name}", self.storage),
-            _ => format!("{}{name}", self.storage),
-        }
-    }
-
-    /// The key prefix of a list: one namespace, or all of them.
-    pub fn prefix(&self, namespace: Option<&str>) -> String {
-        match namespace {
-            Some(ns) if self.namespaced => format!("{}{ns}/", self.storage),
-            _ => self.storage.clone(),
-        }
-    }
-
-    pub fn is_custom(&self) -> bool {
-        self.builtin.is_none()
-    }
-
-    pub fn verbs() -> Vec<&'static str> {
-        vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn builtin(
-    group: &str,
-    version: &str,
-    plural: &str,
-    kind: &str,
-    namespaced: bool,
-    short: &[&str],
-    storage: &str,
-    b: Builtin,
-) -> ResourceType {
-    ResourceType {
-        group: group.into(),
-        version: version.into(),
-        plural: plural.into(),
-        singular: kind.to_lowercase(),
-        kind: kind.into(),
-        list_kind: format!("{kind}List"),
-        short_names: short.iter().map(|s| s.to_string()).collect(),
-        categories: vec![],
-        namespaced,
-        status_subresource: matches!(b, Builtin::Namespace | Builtin::Crd),
-        generation: b == Builtin::Crd,
-        schema: None,
-        printer_columns: vec![],
-        storage: format!("{storage}/"),
-        builtin: Some(b),
-    }
-}
-
-fn builtins() -> Vec<ResourceType> {
-    vec![
-        builtin("", "v1", "namespaces", "Namespace", false, &["ns"], "core/namespaces", Builtin::Namespace),
-        builtin("", "v1", "events", "Event", true, &["ev"], "core/events", Builtin::CoreEvent),
-        builtin("", "v1", "secrets", "Secret", true, &[], "core/secrets", Builtin::Secret),
-        builtin("", "v1", "configmaps", "ConfigMap", true, &["cm"], "core/configmaps", Builtin::ConfigMap),
-        builtin("events.k8s.io", "v1", "events", "Event", true, &["ev"], "core/events", Builtin::EventsV1),
-        builtin(
-            "coordination.k8s.io",
-            "v1",
-            "leases",
-            "Lease",
-            true,
-            &[],
-            "coordination.k8s.io/leases",
-            Builtin::Lease,
-        ),
-        builtin(
-            "apiextensions.k8s.io",
-            "v1",
-            "customresourcedefinitions",
-            "CustomResourceDefinition",
-            false,
-            &["crd", "crds"],
-            "apiextensions.k8s.io/customresourcedefinitions",
-            Builtin::Crd,
-        ),
-    ]
-}
-
-fn strings(v: &Value) -> Vec<String> {
-    v.as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect()).unwrap_or_default()
-}
-
-/// The served versions of one CRD object, as resource types.
-pub fn from_crd(crd: &Value) -> Vec<ResourceType> {
-    let spec = &crd["spec"];
-    let group = spec["group"].as_str().unwrap_or_default();
-    let names = &spec["names"];
-    let plural = names["plural"].as_str().unwrap_or_default();
-    let kind = names["kind"].as_str().unwrap_or_default();
-    if group.is_empty() || plural.is_empty() || kind.is_empty() {
-        return vec![];
-    }
-    let singular = names["singular"].as_str().map(String::from).unwrap_or_else(|| kind.to_lowercase());
-    let list_kind = names["listKind"].as_str().map(String::from).unwrap_or_else(|| format!("{kind}List"));
-    let namespaced = spec["scope"].as_str() != Some("Cluster");
-    let mut out = vec![];
-    for v in spec["versions"].as_array().into_iter().flatten() {
-        if v["served"].as_bool() == Some(false) {
-            continue;
-        }
-        let Some(version) = v["name"].as_str() else { continue };
-        let printer_columns = v["additionalPrinterColumns"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|c| PrinterColumn {
-                name: c["name"].as_str().unwrap_or_default().into(),
-                type_: c["type"].as_str().unwrap_or("string").into(),
-                format: c["format"].as_str().unwrap_or_default().into(),
-                description: c["description"].as_str().unwrap_or_default().into(),
-                priority: c["priority"].as_i64().unwrap_or(0),
-                json_path: c["jsonPath"].as_str().unwrap_or_default().into(),
-            })
-            .collect();
-        out.push(ResourceType {
-            group: group.into(),
-            version: version.into(),
-            plural: plural.into(),
-            singular: singular.clone(),
-            kind: kind.into(),
-            list_kind: list_kind.clone(),
-            short_names: strings(&names["shortNames"]),
-            categories: strings(&names["categories"]),
-            namespaced,
-            status_subresource: v["subresources"]["status"].is_object(),
-            generation: true,
-            schema: v["schema"].get("openAPIV3Schema").cloned(),
-            printer_columns,
-            storage: format!("{group}/{plural}/"),
-            builtin: None,
-        });
-    }
-    out
-}
+use crate::resource::{ResourceType, from_crd};
 
 /// The served resources; replaced wholesale whenever a CRD changes.
 pub struct Registry {
@@ -211,13 +16,13 @@ pub struct Registry {
 
 impl Default for Registry {
     fn default() -> Self {
-        Self { types: RwLock::new(Arc::new(builtins().into_iter().map(Arc::new).collect())) }
+        Self { types: RwLock::new(Arc::new(crate::builtins::all().to_vec())) }
     }
 }
 
 impl Registry {
     pub fn all(&self) -> Arc<Vec<Arc<ResourceType>>> {
-        self.types.read().unwrap_or_else(|p| p.into_inner()).clone()
+        crate::locks::read(&self.types).clone()
     }
 
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
@@ -232,7 +37,7 @@ impl Registry {
     /// Rebuild from the stored CRD objects. CRDs being deleted stay served
     /// until they are gone, as on a real cluster.
     pub fn reload<'a>(&self, crds: impl Iterator<Item = &'a Value>) {
-        let mut types: Vec<Arc<ResourceType>> = builtins().into_iter().map(Arc::new).collect();
+        let mut types: Vec<Arc<ResourceType>> = crate::builtins::all().to_vec();
         for crd in crds {
             for t in from_crd(crd) {
                 let clash = types.iter().any(|e| e.group == t.group && e.version == t.version && e.plural == t.plural);
@@ -241,6 +46,6 @@ impl Registry {
                 }
             }
         }
-        *self.types.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(types);
+        *crate::locks::write(&self.types) = Arc::new(types);
     }
 }

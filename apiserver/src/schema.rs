@@ -1,15 +1,65 @@
-//! Structural-schema handling of a custom resource against its CRD's
+//! Structural-schema handling of an object against its kind's
 //! `openAPIV3Schema`, in the order kube-apiserver uses: prune unknown fields
 //! (reporting them for `fieldValidation=Strict`), drop non-nullable nulls,
 //! apply defaults, then validate (types, required, enum, bounds, patterns,
-//! sizes) and run the CEL rules. Errors are `Cause`s naming the field path the
-//! way Kubernetes prints it (`spec.workers[0].image`).
+//! sizes) and, unless a value has the wrong type, run the CEL rules
+//! (`cel_rules`). What can be compiled (patterns, rules) is compiled once per
+//! schema, in `Compiled`, when the kind is registered. Errors are `Cause`s
+//! naming the field path the way Kubernetes prints it (`spec.workers[0].image`).
+
+use std::collections::HashMap;
 
 use regex::Regex;
 use serde_json::{Map, Value};
 
 use crate::cel_rules;
-use crate::error::Cause;
+use crate::error::{Cause, shown};
+
+/// A schema's regular expressions and CEL rules, compiled once.
+pub struct Compiled {
+    /// Every `pattern` in the schema (or why it does not compile).
+    patterns: HashMap<String, Result<Regex, String>>,
+    cel: Option<kube_cel::CompiledSchema>,
+}
+
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compiled")
+            .field("patterns", &self.patterns.keys().collect::<Vec<_>>())
+            .field("cel", &self.cel.is_some())
+            .finish()
+    }
+}
+
+fn collect_patterns(schema: &Value, out: &mut HashMap<String, Result<Regex, String>>) {
+    match schema {
+        Value::Object(m) => {
+            if let Some(p) = m.get("pattern").and_then(Value::as_str) {
+                out.entry(p.to_string()).or_insert_with(|| Regex::new(p).map_err(|e| e.to_string()));
+            }
+            m.values().for_each(|v| collect_patterns(v, out));
+        }
+        Value::Array(a) => a.iter().for_each(|v| collect_patterns(v, out)),
+        _ => {}
+    }
+}
+
+impl Compiled {
+    pub fn new(schema: &Value) -> Self {
+        let mut patterns = HashMap::new();
+        collect_patterns(schema, &mut patterns);
+        Self { patterns, cel: cel_rules::compile(schema) }
+    }
+
+    fn matches(&self, pattern: &str, s: &str) -> Result<bool, String> {
+        match self.patterns.get(pattern) {
+            Some(Ok(re)) => Ok(re.is_match(s)),
+            Some(Err(e)) => Err(e.clone()),
+            // Every pattern of the schema was collected; this one is not from it.
+            None => Regex::new(pattern).map(|re| re.is_match(s)).map_err(|e| e.to_string()),
+        }
+    }
+}
 
 /// Result of checking one object.
 #[derive(Debug, Default)]
@@ -94,15 +144,6 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
-/// How Kubernetes shows a value inside "Invalid value: X".
-pub fn shown(v: &Value) -> String {
-    match v {
-        Value::Object(_) => "\"object\"".into(),
-        Value::Array(_) => "\"array\"".into(),
-        other => other.to_string(),
-    }
-}
-
 fn invalid(causes: &mut Vec<Cause>, path: &str, v: &Value, detail: String) {
     causes.push(Cause {
         reason: "FieldValueInvalid",
@@ -111,7 +152,7 @@ fn invalid(causes: &mut Vec<Cause>, path: &str, v: &Value, detail: String) {
     });
 }
 
-fn validate(schema: &Value, v: &Value, old: Option<&Value>, path: &str, causes: &mut Vec<Cause>) {
+fn validate(c: &Compiled, schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>) {
     let int_or_string = schema["x-kubernetes-int-or-string"].as_bool() == Some(true);
     if let Some(t) = schema["type"].as_str() {
         let actual = type_name(v);
@@ -173,10 +214,10 @@ fn validate(schema: &Value, v: &Value, old: Option<&Value>, path: &str, causes: 
                 invalid(causes, path, v, format!("{path} in body should be at least {min} chars long"));
             }
             if let Some(p) = schema["pattern"].as_str() {
-                match Regex::new(p) {
-                    Ok(re) if !re.is_match(s) => invalid(causes, path, v, format!("{path} in body should match '{p}'")),
+                match c.matches(p, s) {
+                    Ok(false) => invalid(causes, path, v, format!("{path} in body should match '{p}'")),
                     Err(_) => invalid(causes, path, v, format!("the schema's pattern '{p}' does not compile")),
-                    _ => {}
+                    Ok(true) => {}
                 }
             }
         }
@@ -197,10 +238,8 @@ fn validate(schema: &Value, v: &Value, old: Option<&Value>, path: &str, causes: 
             }
             duplicates(schema, items, path, causes);
             if let Some(item_schema) = schema.get("items") {
-                let old_items = old.and_then(Value::as_array);
                 for (i, item) in items.iter().enumerate() {
-                    let old_item = old_items.and_then(|o| o.get(i));
-                    validate(item_schema, item, old_item, &format!("{path}[{i}]"), causes);
+                    validate(c, item_schema, item, &format!("{path}[{i}]"), causes);
                 }
             }
         }
@@ -228,14 +267,12 @@ fn validate(schema: &Value, v: &Value, old: Option<&Value>, path: &str, causes: 
             for (k, sub_v) in map {
                 let sub = props.and_then(|p| p.get(k)).or(additional);
                 if let Some(sub) = sub {
-                    let old_sub = old.and_then(|o| o.get(k));
-                    validate(sub, sub_v, old_sub, &child(path, k), causes);
+                    validate(c, sub, sub_v, &child(path, k), causes);
                 }
             }
         }
         _ => {}
     }
-    cel_rules::check(schema, v, old, path, causes);
 }
 
 /// `x-kubernetes-list-type: map` items are unique by their keys, `set` items
@@ -268,9 +305,10 @@ fn duplicates(schema: &Value, items: &[Value], path: &str, causes: &mut Vec<Caus
     }
 }
 
-/// Prune, default and validate a custom resource in place. `old` is the
-/// stored object on update (for CEL transition rules).
-pub fn check(schema: &Value, object: &mut Value, old: Option<&Value>) -> Checked {
+/// Prune, default and validate an object in place. `compiled` is
+/// `Compiled::new(schema)`; `old` is the stored object on update (for CEL
+/// transition rules).
+pub fn check(schema: &Value, compiled: &Compiled, object: &mut Value, old: Option<&Value>) -> Checked {
     let mut out = Checked::default();
     let Some(obj) = object.as_object_mut() else {
         out.causes.push(Cause { reason: "FieldValueInvalid", field: "".into(), message: "must be an object".into() });
@@ -281,20 +319,12 @@ pub fn check(schema: &Value, object: &mut Value, old: Option<&Value>) -> Checked
         obj.iter().filter(|(k, _)| !is_envelope(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
     let mut value = Value::Object(std::mem::take(&mut body));
     prune_and_default(schema, &mut value, "", &mut out.unknown);
-    let old_body = old.map(|o| {
-        Value::Object(
-            o.as_object()
-                .map(|m| m.iter().filter(|(k, _)| !is_envelope(k)).map(|(k, v)| (k.clone(), v.clone())).collect())
-                .unwrap_or_default(),
-        )
-    });
-    // The root schema's own rules see `self` with the envelope, as in Kubernetes.
+    // The envelope is not the schema's to require (checked below without it).
     let mut root_schema = schema.clone();
     if let Some(m) = root_schema.as_object_mut() {
-        m.remove("x-kubernetes-validations");
         m.remove("required");
     }
-    validate(&root_schema, &value, old_body.as_ref(), "", &mut out.causes);
+    validate(compiled, &root_schema, &value, "", &mut out.causes);
     if let Some(m) = value.as_object() {
         for r in schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str) {
             if !m.contains_key(r) && !is_envelope(r) {
@@ -310,7 +340,12 @@ pub fn check(schema: &Value, object: &mut Value, old: Option<&Value>) -> Checked
         obj.retain(|k, _| is_envelope(k));
         obj.extend(m);
     }
-    cel_rules::check(schema, object, old, "", &mut out.causes);
+    // As kube-apiserver: a value of the wrong type blocks the CEL rules.
+    let blocked = out.causes.iter().any(|c| c.reason == "FieldValueTypeInvalid");
+    if let (Some(rules), false) = (&compiled.cel, blocked) {
+        // The rules see `self` with the envelope, as in Kubernetes.
+        cel_rules::check(rules, schema, object, old, &mut out.causes);
+    }
     out
 }
 
@@ -322,6 +357,43 @@ fn is_envelope(k: &str) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn run(schema: &Value, o: &mut Value) -> Checked {
+        check(schema, &Compiled::new(schema), o, None)
+    }
+
+    #[test]
+    fn patterns_are_compiled_once_and_a_bad_one_is_reported() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "name": {"type": "string", "pattern": "^[a-z]+$"},
+            "odd": {"type": "string", "pattern": "("}}}}});
+        let compiled = Compiled::new(&schema);
+        assert_eq!(compiled.patterns.len(), 2);
+        let c = check(&schema, &compiled, &mut json!({"spec": {"name": "Abc", "odd": "x"}}), None);
+        let got: Vec<_> = c.causes.iter().map(|c| (c.field.as_str(), c.message.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                ("spec.name", "Invalid value: \"Abc\": spec.name in body should match '^[a-z]+$'"),
+                ("spec.odd", "Invalid value: \"x\": the schema's pattern '(' does not compile"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_blocks_the_cel_rules() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object",
+            "x-kubernetes-validations": [{"rule": "self.n > 1", "message": "n must exceed 1"}],
+            "properties": {"n": {"type": "integer"}}}}});
+        let c = run(&schema, &mut json!({"spec": {"n": "x"}}));
+        assert_eq!(c.causes.iter().map(|c| c.reason).collect::<Vec<_>>(), ["FieldValueTypeInvalid"]);
+        let c = run(&schema, &mut json!({"spec": {"n": 1}}));
+        assert_eq!(c.causes.len(), 1);
+        assert_eq!(
+            (c.causes[0].field.as_str(), c.causes[0].message.as_str()),
+            ("spec", "Invalid value: \"object\": n must exceed 1")
+        );
+    }
 
     fn schema() -> Value {
         json!({"type": "object", "properties": {
@@ -339,7 +411,7 @@ mod tests {
     fn defaults_are_applied_and_unknown_fields_pruned_and_reported() {
         let mut o = json!({"apiVersion": "a/v1", "kind": "K", "metadata": {"name": "x"},
             "spec": {"image": "i", "bogus": 1, "extra": {"kept": true}}, "top": 1});
-        let c = check(&schema(), &mut o, None);
+        let c = run(&schema(), &mut o);
         assert!(c.causes.is_empty(), "{:?}", c.causes);
         assert_eq!(c.unknown, vec!["spec.bogus".to_string(), "top".to_string()]);
         assert_eq!(o["spec"]["workers"], 2);
@@ -356,7 +428,7 @@ mod tests {
             "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}}
         }}}});
         let mut o = json!({"spec": {"env": [{"name": "A", "value": "1"}, {"name": "B"}, {"name": "A", "value": "2"}], "tags": ["x", "y", "x"]}});
-        let c = check(&schema, &mut o, None);
+        let c = run(&schema, &mut o);
         let got: Vec<_> = c.causes.iter().map(|c| (c.field.as_str(), c.reason, c.message.as_str())).collect();
         assert_eq!(
             got,
@@ -370,13 +442,13 @@ mod tests {
     #[test]
     fn each_invalid_field_is_named_in_its_own_cause() {
         let mut o = json!({"spec": {"workers": 0, "policy": "random", "image": 5}});
-        let c = check(&schema(), &mut o, None);
+        let c = run(&schema(), &mut o);
         let fields: Vec<_> = c.causes.iter().map(|c| (c.field.as_str(), c.reason)).collect();
         assert!(fields.contains(&("spec.workers", "FieldValueInvalid")), "{fields:?}");
         assert!(fields.contains(&("spec.policy", "FieldValueNotSupported")), "{fields:?}");
         assert!(fields.contains(&("spec.image", "FieldValueTypeInvalid")), "{fields:?}");
         let mut missing = json!({"spec": {}});
-        let c = check(&schema(), &mut missing, None);
+        let c = run(&schema(), &mut missing);
         assert_eq!(c.causes[0].field, "spec.image");
         assert_eq!(c.causes[0].message, "Required value");
     }

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use serde_json_path::JsonPath;
 
-use crate::registry::{Builtin, PrinterColumn, ResourceType};
+use crate::resource::{Builtin, PrinterColumn, ResourceType};
 
 /// What a reader asked for in its Accept header: the objects themselves, a
 /// Table (kubectl get), or PartialObjectMetadata (kube-rs metadata_watcher).
@@ -110,11 +110,20 @@ fn col(name: &str, type_: &str, format: &str, json_path: &str) -> PrinterColumn 
     }
 }
 
+/// What the STATUS column of a stored-only kind says for every object.
+pub const STORED_STATUS: &str = "Stored (no controller)";
+
 fn columns(rt: &ResourceType) -> Vec<PrinterColumn> {
     let name = col("Name", "string", "name", ".metadata.name");
     let age_col = col("Age", "date", "", ".metadata.creationTimestamp");
     let mut cols = vec![name];
     match rt.builtin {
+        Some(Builtin::Stored) => {
+            let mut status = col("Status", "string", "", "");
+            status.description =
+                "mpiswarm stores this object; no controller acts on it, so it never runs or becomes ready.".into();
+            cols.extend([status, age_col]);
+        }
         None if !rt.printer_columns.is_empty() => cols.extend(rt.printer_columns.iter().cloned()),
         Some(Builtin::Namespace) => cols.extend([col("Status", "string", "", ".status.phase"), age_col]),
         Some(Builtin::Lease) => cols.extend([col("Holder", "string", "", ".spec.holderIdentity"), age_col]),
@@ -141,9 +150,14 @@ struct Column {
     /// Show a `date` cell as the timestamp itself (the CRD list's CREATED AT)
     /// rather than as an age.
     raw_date: bool,
+    /// The same text in every row (a stored-only kind's status).
+    constant: Option<&'static str>,
 }
 
 fn cell(c: &Column, obj: &Value, now: DateTime<Utc>) -> Value {
+    if let Some(text) = c.constant {
+        return json!(text);
+    }
     let found = c.path.as_ref().and_then(|p| p.query(obj).first().cloned());
     let found = found.as_ref();
     if c.def.type_ == "date" && !c.raw_date {
@@ -169,7 +183,8 @@ pub fn table<T: Borrow<Value>>(rt: &ResourceType, objects: &[T], rv: u64, contin
         .into_iter()
         .map(|def| {
             let path = JsonPath::parse(&format!("${}", def.json_path)).ok();
-            Column { def, path, raw_date: rt.builtin == Some(Builtin::Crd) }
+            let constant = (rt.builtin == Some(Builtin::Stored) && def.json_path.is_empty()).then_some(STORED_STATUS);
+            Column { def, path, raw_date: rt.builtin == Some(Builtin::Crd), constant }
         })
         .collect();
     let defs: Vec<Value> = cols
@@ -215,7 +230,7 @@ mod tests {
 
     #[test]
     fn printer_columns_follow_json_paths_including_filters() {
-        let mut rt = crate::registry::from_crd(
+        let mut rt = crate::resource::from_crd(
             &json!({"spec": {"group": "g.io", "names": {"plural": "ks", "kind": "K"}, "scope": "Namespaced",
             "versions": [{"name": "v1", "served": true, "storage": true, "additionalPrinterColumns": [
                 {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},

@@ -12,12 +12,13 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::api::{Api, Target, view};
+use crate::api::{Api, Target};
 use crate::error::{ApiError, ApiResult};
 use crate::list::Filter;
 use crate::query::Query;
 use crate::store::{ChangeType, Since};
 use crate::table::{self, Format};
+use crate::views::view;
 
 /// Settings of one watch request.
 pub struct WatchRequest {

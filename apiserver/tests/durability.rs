@@ -34,12 +34,16 @@ async fn spawn(dir: &Path) -> Proc {
         .expect("server binary starts");
     let stderr = tokio::process::ChildStderr::from_std(child.stderr.take().expect("stderr")).expect("async stderr");
     let mut lines = BufReader::new(stderr).lines();
-    let base = loop {
-        let line = lines.next_line().await.expect("read stderr").expect("server printed its address before exiting");
-        if let Some(rest) = line.split("listening on ").nth(1) {
-            break rest.split(';').next().expect("url").trim().to_string();
+    let started = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        loop {
+            let line =
+                lines.next_line().await.expect("read stderr").expect("server printed its address before exiting");
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                break rest.split(';').next().expect("url").trim().to_string();
+            }
         }
-    };
+    });
+    let base = started.await.expect("the server printed its address within 60 s");
     // Keep draining stderr so the server never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -55,11 +59,19 @@ fn rv_of(v: &Value) -> u64 {
     v["metadata"]["resourceVersion"].as_str().and_then(|s| s.parse().ok()).expect("resourceVersion")
 }
 
-/// A random point in [lo, hi) without a PRNG dependency.
-fn random_between(lo: usize, hi: usize) -> usize {
-    let b = uuid::Uuid::new_v4().into_bytes();
-    lo + (u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize) % (hi - lo)
+/// The kill point's seed: `MPISWARM_DURABILITY_SEED` replays a failed run,
+/// otherwise a fresh random one. Printed either way.
+fn seed() -> u64 {
+    let seed = std::env::var("MPISWARM_DURABILITY_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        let b = uuid::Uuid::new_v4().into_bytes();
+        u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+    });
+    eprintln!("durability: kill seed {seed} (replay with MPISWARM_DURABILITY_SEED={seed})");
+    seed
 }
+
+/// Every wait of this test ends by this long after it starts.
+const DEADLINE: std::time::Duration = std::time::Duration::from_secs(240);
 
 #[derive(Default)]
 struct Acked {
@@ -71,6 +83,10 @@ struct Acked {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn acknowledged_writes_survive_kill_9_and_watches_resume_exactly_once() {
+    tokio::time::timeout(DEADLINE, kill_and_resume()).await.expect("the durability test finishes within its deadline");
+}
+
+async fn kill_and_resume() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut server = spawn(dir.path()).await;
     let cms = format!("{}/api/v1/namespaces/default/configmaps", server.base);
@@ -104,7 +120,7 @@ async fn acknowledged_writes_survive_kill_9_and_watches_resume_exactly_once() {
     // Before the kill every write must succeed; after it, failures are expected.
     let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let pre_kill_errors: Arc<Mutex<Vec<String>>> = Arc::default();
-    let kill_after = random_between(100, 900);
+    let kill_after = 100 + (seed() % 800) as usize;
     let mut clients = vec![];
     for c in 0..CLIENTS {
         let (http, cms, acked, progress) = (server.http.clone(), cms.clone(), acked.clone(), progress.clone());

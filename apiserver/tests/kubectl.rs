@@ -6,7 +6,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
-use common::{Server, repo_root, stderr, stdout};
+use common::{COMMAND_DEADLINE, Server, output_within, repo_root, stderr, stdout};
 
 fn crd() -> String {
     repo_root().join("crds/mpijob.yaml").display().to_string()
@@ -52,7 +52,7 @@ async fn apply_client_side_then_server_side_then_get_describe_explain() {
     for field in ["maxRanksPerNode", "nodeSelector", "policy"] {
         assert!(explained.contains(field), "explain lists {field}: {explained}");
     }
-    let unknown = s.kubectl_cmd().args(["explain", "mpijob.spec.nosuchfield"]).output().expect("kubectl explain");
+    let unknown = s.kubectl(&["explain", "mpijob.spec.nosuchfield"]);
     assert!(!unknown.status.success(), "explaining a field the schema lacks must fail");
 
     let all = s.kubectl_ok(&["get", "mpij", "-A"]);
@@ -234,12 +234,9 @@ async fn diff_server_dry_run_replace_and_edit() {
     assert_eq!(s.kubectl_ok(&["get", "mpij", "pi", "-o", backoff]), "1");
 
     assert!(s.kubectl_ok(&["replace", "-f", six]).contains("mpijob.mpiswarm.io/pi replaced"));
-    let edited = s
-        .kubectl_cmd()
-        .env("EDITOR", "sed -i s/backoffLimit:\\ 6/backoffLimit:\\ 8/")
-        .args(["edit", "mpij", "pi"])
-        .output()
-        .expect("edit");
+    let mut edit = s.kubectl_cmd();
+    edit.env("EDITOR", "sed -i s/backoffLimit:\\ 6/backoffLimit:\\ 8/").args(["edit", "mpij", "pi"]);
+    let edited = output_within(edit, COMMAND_DEADLINE);
     assert!(edited.status.success(), "{}", stderr(&edited));
     assert_eq!(
         s.kubectl_ok(&["get", "mpij", "pi", "-o", "jsonpath={.spec.runPolicy.backoffLimit} {.metadata.generation}"]),

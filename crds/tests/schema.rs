@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use kube::core::cel::Validator;
+use kube::core::cel;
 use mpiswarm_crds::{MpiJob, Profile, parse_manifest};
 use serde_json::{Value, json};
 
@@ -23,8 +23,12 @@ fn schema_errors(object: &Value) -> Vec<String> {
         .collect()
 }
 
+/// CEL failures from the engine and entry point the API server runs
+/// (`apiserver/src/cel_rules.rs`: the schema's rules compiled once, then
+/// `validate_compiled`).
 fn cel_errors(object: &Value) -> Vec<String> {
-    match Validator::new().validate(&schema(), object, None) {
+    let rules = cel::compile_schema(&schema());
+    match cel::validate_compiled(&rules, object, None) {
         Ok(()) => Vec::new(),
         Err(errors) => errors.to_string().lines().map(str::to_string).collect(),
     }
