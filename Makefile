@@ -28,8 +28,9 @@ clippy:
 unit: ## unit, integration and end-to-end tests
 	$(CARGO) test --workspace --no-fail-fast
 
-crds: ## regenerate crds/mpijob.yaml from the Rust types
+crds: ## regenerate crds/mpijob.yaml (and its copy manifests/10-crd.yaml) from the Rust types
 	$(MPISWARM) crd > crds/mpijob.yaml
+	cp crds/mpijob.yaml manifests/10-crd.yaml
 
 images: ## build the rank image mpiswarm/openmpi (cached: seconds when nothing changed)
 	$(MPISWARM) images build

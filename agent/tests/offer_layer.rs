@@ -590,6 +590,10 @@ fn bad_flags_stop_the_agent_with_a_message_naming_the_value() {
 async fn sigterm_stops_the_agent_cleanly_and_it_comes_back_as_the_same_agent() {
     let mut w = World::start().await;
     let offer = w.offer().await;
+    // The master offers the agent's resources as soon as it registers it,
+    // which can be before the agent has read its SUBSCRIBED: wait until the
+    // agent knows (and has kept) its id, or the restart has nothing to reuse.
+    assert_eq!(w.agent.persisted_id().await, offer.agent_id.value);
     let pid = w.agent.child.id().to_string();
     let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     assert!(sent.success(), "kill -TERM {pid}");
@@ -607,5 +611,10 @@ async fn sigterm_stops_the_agent_cleanly_and_it_comes_back_as_the_same_agent() {
     assert!(log.contains("stopping on a signal"), "{log}");
     w.agent.restart();
     let again = w.offer().await;
-    assert_eq!(again.agent_id, offer.agent_id, "the restarted agent re-registered with its persisted id");
+    assert_eq!(
+        again.agent_id,
+        offer.agent_id,
+        "the restarted agent re-registered with its persisted id; its log:\n{}",
+        std::fs::read_to_string(w.agent.data_dir.path().join("agent.log")).unwrap_or_default()
+    );
 }

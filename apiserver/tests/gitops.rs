@@ -31,6 +31,14 @@ fn utf8(p: &Path) -> &str {
     p.to_str().expect("utf8 path")
 }
 
+/// Every object of `kinds/names` was created by the dry run, none stored.
+fn assert_dry_run_created(out: &str, objects: &[&str]) {
+    for object in objects {
+        let made = format!("{object} created (server dry run)");
+        assert!(out.contains(&made), "{made}: {out}");
+    }
+}
+
 fn configmap(name: &str, app: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  labels:\n    app: {app}\ndata:\n  k: v\n")
 }
@@ -84,19 +92,41 @@ async fn apply_prune_with_the_default_prune_list_creates_updates_and_prunes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_shipped_manifests_pass_a_server_dry_run() {
+    let s = Server::start().await;
+    // A dry run creates nothing, so the namespace the others live in must exist.
+    s.kubectl_ok(&["apply", "-f", utf8(&repo_root().join("manifests/00-namespace.yaml"))]);
+    let out = s.kubectl_ok(&["apply", "--dry-run=server", "-f", utf8(&repo_root().join("manifests"))]);
+    assert_dry_run_created(
+        &out,
+        &[
+            "customresourcedefinition.apiextensions.k8s.io/mpijobs.mpiswarm.io",
+            "serviceaccount/mpiswarm-controller",
+            "clusterrole.rbac.authorization.k8s.io/mpiswarm-controller",
+            "clusterrolebinding.rbac.authorization.k8s.io/mpiswarm-controller",
+            "deployment.apps/mpiswarm-controller",
+            "persistentvolumeclaim/mpiswarm-offers-registry",
+            "service/mpiswarm-offers",
+        ],
+    );
+    assert!(s.stored("apps/deployments/mpiswarm/mpiswarm-controller").is_none(), "a dry run stores nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn server_dry_run_of_controller_manifests_passes_and_a_wrong_field_is_named() {
     let s = Server::start().await;
     let manifests = fixture("gitops/controller.yaml");
     let out = s.kubectl_ok(&["apply", "--dry-run=server", "-f", utf8(&manifests)]);
-    for made in [
-        "serviceaccount/mpiswarm-controller created (server dry run)",
-        "clusterrole.rbac.authorization.k8s.io/mpiswarm-controller created (server dry run)",
-        "clusterrolebinding.rbac.authorization.k8s.io/mpiswarm-controller created (server dry run)",
-        "deployment.apps/mpiswarm-controller created (server dry run)",
-        "service/mpiswarm-controller-metrics created (server dry run)",
-    ] {
-        assert!(out.contains(made), "{made}: {out}");
-    }
+    assert_dry_run_created(
+        &out,
+        &[
+            "serviceaccount/mpiswarm-controller",
+            "clusterrole.rbac.authorization.k8s.io/mpiswarm-controller",
+            "clusterrolebinding.rbac.authorization.k8s.io/mpiswarm-controller",
+            "deployment.apps/mpiswarm-controller",
+            "service/mpiswarm-controller-metrics",
+        ],
+    );
     assert!(s.stored("apps/deployments/default/mpiswarm-controller").is_none(), "a dry run stores nothing");
 
     let text = std::fs::read_to_string(&manifests).expect("fixture");

@@ -17,6 +17,15 @@ fn mpiswarm_crd_prints_the_committed_crd() {
 }
 
 #[test]
+fn the_manifests_ship_the_same_crd() {
+    let out = mpiswarm(&["crd"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let shipped = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/10-crd.yaml"))
+        .expect("manifests/10-crd.yaml");
+    assert!(String::from_utf8_lossy(&out.stdout) == shipped, "manifests/10-crd.yaml differs: run `make crds`");
+}
+
+#[test]
 fn every_subcommand_has_help() {
     let out = mpiswarm(&["--help"]);
     assert!(out.status.success());
