@@ -184,6 +184,7 @@ impl Gang<'_> {
         container.network_infos =
             vec![NetworkInfo { name: Some(names::network(&self.job.uid)), ..NetworkInfo::default() }];
         container.volumes = vec![secret_file(SSH_KEY_PATH, self.ssh_private_key)];
+        container.volumes.extend(self.spec.volumes.iter().map(mount));
         task.container = Some(container);
         task.kill_policy =
             Some(KillPolicy { grace_period: Some(DurationInfo { nanoseconds: KILL_GRACE_SECONDS * 1_000_000_000 }) });
@@ -238,6 +239,31 @@ fn secret_file(path: &str, data: &[u8]) -> Volume {
             "secret": {"type": "VALUE", "value": {"data": base64::engine::general_purpose::STANDARD.encode(data)}}
         })),
     }
+}
+
+/// A `spec.volumes` entry as the Mesos `Volume` the agent maps to a Swarm
+/// mount (agent/README.md, "Data in and out").
+fn mount(v: &mpiswarm_crds::Volume) -> Volume {
+    let mode = if v.read_only { VolumeMode::Ro } else { VolumeMode::Rw };
+    let source = if let Some(d) = &v.docker_volume {
+        let mut docker = serde_json::json!({"name": d.name});
+        if let Some(driver) = &d.driver {
+            docker["driver"] = driver.clone().into();
+        }
+        serde_json::json!({"type": "DOCKER_VOLUME", "docker_volume": docker})
+    } else if let Some(h) = &v.host_path {
+        serde_json::json!({"type": "HOST_PATH", "host_path": {"path": h.path}})
+    } else {
+        // tmpfs: Mesos has no such source; the agent reads this pseudo-driver.
+        let size =
+            v.tmpfs.as_ref().and_then(|t| t.size.as_deref()).and_then(|q| mpiswarm_crds::quantity::parse_bytes(q).ok());
+        let mut docker = serde_json::json!({"name": v.name, "driver": "tmpfs"});
+        if let Some(bytes) = size {
+            docker["driver_options"] = serde_json::json!({"parameter": [{"key": "size", "value": bytes.to_string()}]});
+        }
+        serde_json::json!({"type": "DOCKER_VOLUME", "docker_volume": docker})
+    };
+    Volume { mode, container_path: v.mount_path.clone(), host_path: None, source: Some(source) }
 }
 
 /// Quotes a word for `/bin/sh` only when it needs it, so commands stay readable
@@ -328,6 +354,38 @@ mod tests {
         assert_eq!(worker.labels.as_ref().unwrap().get("mpiswarm.io/role"), Some("worker"));
         assert_eq!(worker.labels.as_ref().unwrap().get("team"), Some("cfd"), "the job's own labels travel too");
         assert_eq!(worker.labels.as_ref().unwrap().get("team"), Some("cfd"), "the job's own labels travel too");
+    }
+
+    #[test]
+    fn volumes_become_mesos_volumes_in_every_task() {
+        let spec = spec(
+            "  image: img:1\n  command: [prog]\n  ranks: 2\n  volumes:\n    - {name: results, mountPath: /data, dockerVolume: {name: pi-results}}\n    - {name: input, mountPath: /in, readOnly: true, hostPath: {path: /srv/in}}\n    - {name: scratch, mountPath: /scratch, tmpfs: {size: 64Mi}}\n",
+        );
+        let placement = two_node_placement(2);
+        let id = identity();
+        let none = BTreeSet::new();
+        let gang = Gang {
+            job: &id,
+            spec: &spec,
+            generation: 0,
+            role: "*",
+            placement: &placement,
+            ssh_private_key: b"KEY",
+            network_accounted: &none,
+        };
+        for launch in gang.launches() {
+            for task in &launch.operation.launch_group.as_ref().unwrap().task_group.tasks {
+                let vols = &task.container.as_ref().unwrap().volumes;
+                assert_eq!(vols.len(), 4, "the SSH key and the three volumes");
+                let json = serde_json::to_value(&vols[1..]).unwrap();
+                assert_eq!(json[0]["source"]["docker_volume"]["name"], "pi-results");
+                assert_eq!(json[0]["mode"], "RW");
+                assert_eq!(json[1]["source"]["host_path"]["path"], "/srv/in");
+                assert_eq!(json[1]["mode"], "RO");
+                assert_eq!(json[2]["source"]["docker_volume"]["driver"], "tmpfs");
+                assert_eq!(json[2]["source"]["docker_volume"]["driver_options"]["parameter"][0]["value"], "67108864");
+            }
+        }
     }
 
     #[test]

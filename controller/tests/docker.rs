@@ -63,10 +63,40 @@ async fn pi_and_a_stock_debian_image_run_real_open_mpi_on_swarm_and_leave_nothin
         stock.status.as_ref().and_then(|st| st.launcher.as_ref()).and_then(|l| l.message.clone()).unwrap_or_default();
     assert!(output.matches("worker-0").count() >= 2, "both ranks ran on the worker: {output}");
 
-    for name in ["pi", "stock-image"] {
+    // Data in and out: a named Docker volume written by one job is read by the next.
+    let volume = format!("mpiswarm-test-{}", std::process::id());
+    let job = |name: &str, command: &str| {
+        format!(
+            "apiVersion: mpiswarm.io/v1alpha1\nkind: MpiJob\nmetadata:\n  name: {name}\nspec:\n  image: mpiswarm/openmpi:0.1.0\n  command: [sh, -c, '{command}']\n  ranks: 1\n  resources: {{cpus: 0.25, memory: 64Mi}}\n  volumes:\n    - {{name: results, mountPath: /data, dockerVolume: {{name: {volume}}}}}\n    - {{name: scratch, mountPath: /scratch, tmpfs: {{size: 16Mi}}}}\n"
+        )
+    };
+    s.kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(&job("writer", "echo written-by-$(hostname) > /data/msg && df /scratch | tail -1")),
+    );
+    let writer = s.until_phase("writer", Phase::Succeeded).await;
+    let out = writer.status.and_then(|st| st.launcher).and_then(|l| l.message).unwrap_or_default();
+    assert!(out.contains("tmpfs"), "the tmpfs is mounted: {out}");
+    s.kubectl_ok(&["apply", "-f", "-"], Some(&job("reader", "cat /data/msg")));
+    let reader = s.until_phase("reader", Phase::Succeeded).await;
+    let out = reader.status.and_then(|st| st.launcher).and_then(|l| l.message).unwrap_or_default();
+    assert!(out.contains("written-by-worker-0"), "the reader sees what the writer left: {out}");
+
+    for name in ["pi", "stock-image", "writer", "reader"] {
         let uid = s.jobs().get(name).await.unwrap().uid().unwrap();
         s.kubectl_ok(&["delete", "mpijob", name, "--wait=false"], None);
         s.until_gone(name).await;
         until_clean(&uid).await;
+    }
+    // The volume outlives the jobs (mpiswarm never removes named volumes); the
+    // test removes its own once Swarm has removed the containers that used it.
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let removed = std::process::Command::new("docker").args(["volume", "rm", &volume]).output().expect("docker");
+        if removed.status.success() {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{}", String::from_utf8_lossy(&removed.stderr));
+        tokio::time::sleep(Duration::from_millis(500)).await; // Swarm removes containers asynchronously
     }
 }

@@ -12,8 +12,8 @@ mod validate;
 
 pub use manifest::{ManifestError, parse_manifest};
 pub use spec::{
-    CleanPolicy, EnvVar, Implementation, MEMORY_PATTERN, MpiJob, MpiJobSpec, MpiSpec, PlacementPolicy, PlacementSpec,
-    Profile, ROLE_PATTERN, RankResources, RunPolicy,
+    CleanPolicy, DockerVolumeSource, EnvVar, HostPathSource, Implementation, MEMORY_PATTERN, MpiJob, MpiJobSpec,
+    MpiSpec, PlacementPolicy, PlacementSpec, Profile, ROLE_PATTERN, RankResources, RunPolicy, TmpfsSource, Volume,
 };
 pub use status::{ConditionType, LauncherStatus, MpiJobStatus, NodePlacement, Phase, PlacementStatus, WorkersStatus};
 pub use validate::{FieldError, ValidationErrors, is_image_reference};

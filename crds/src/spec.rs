@@ -127,9 +127,67 @@ pub struct MpiJobSpec {
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.role is immutable once the MpiJob exists (only runPolicy may change): delete and re-create the job to change it"))]
     pub role: String,
 
+    /// Storage mounted into every rank (launcher and workers): named Docker
+    /// volumes for input and results, host paths the agents allow, tmpfs scratch.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.volumes is immutable once the MpiJob exists (only runPolicy may change): delete and re-create the job to change it"))]
+    pub volumes: Vec<Volume>,
+
     /// Restarts, deadlines, clean-up and suspension.
     #[serde(default)]
     pub run_policy: RunPolicy,
+}
+
+/// One volume mounted into every rank. Exactly one source is set.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("(has(self.dockerVolume) ? 1 : 0) + (has(self.hostPath) ? 1 : 0) + (has(self.tmpfs) ? 1 : 0) == 1").message("a volume needs exactly one of dockerVolume, hostPath or tmpfs"))]
+pub struct Volume {
+    /// Unique within the job.
+    #[schemars(length(min = 1, max = 63))]
+    pub name: String,
+    /// Absolute path inside the containers, e.g. `/data`.
+    pub mount_path: String,
+    /// Mount read-only (not for tmpfs).
+    #[serde(default)]
+    pub read_only: bool,
+    /// A named Docker volume on each node (created at first use, never removed by mpiswarm).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docker_volume: Option<DockerVolumeSource>,
+    /// A directory of the node; the node's agent must allow its prefix (`--allow-host-path-prefix`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_path: Option<HostPathSource>,
+    /// Scratch space in memory, per container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmpfs: Option<TmpfsSource>,
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DockerVolumeSource {
+    /// The volume's name on the node.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// Volume driver (default `local`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct HostPathSource {
+    /// Absolute path on the node.
+    pub path: String,
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct TmpfsSource {
+    /// Size limit as a Kubernetes quantity, e.g. `64Mi` (default: Docker's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = MEMORY_PATTERN))]
+    pub size: Option<String>,
 }
 
 fn default_role() -> String {

@@ -47,6 +47,9 @@ impl ValidationErrors {
     }
 }
 
+/// Paths where mpiswarm puts the SSH key, the hostfile and the rank bootstrap.
+const RESERVED_MOUNTS: [&str; 3] = ["/run/secrets", "/etc/mpi", "/etc/mpiswarm"];
+
 /// `mpirun` flags mpiswarm sets itself from the placement.
 const RESERVED_MPIRUN_FLAGS: [&str; 10] =
     ["-np", "-n", "--np", "-c", "--hostfile", "-hostfile", "--machinefile", "-machinefile", "-H", "--host"];
@@ -84,6 +87,7 @@ impl MpiJobSpec {
         self.validate_resources(&mut c);
         self.validate_placement(&mut c);
         self.validate_mpi(&mut c);
+        self.validate_volumes(&mut c);
         c.check(
             regex_lite::Regex::new(ROLE_PATTERN).is_ok_and(|re| re.is_match(&self.role)),
             "spec.role",
@@ -105,6 +109,61 @@ impl MpiJobSpec {
             "must be at least 1 second",
         );
         if c.0.is_empty() { Ok(()) } else { Err(ValidationErrors(c.0)) }
+    }
+
+    fn validate_volumes(&self, c: &mut Collector) {
+        let mut names = BTreeSet::new();
+        let mut paths = BTreeSet::new();
+        for (i, v) in self.volumes.iter().enumerate() {
+            let at = |f: &str| format!("spec.volumes[{i}].{f}");
+            c.check(names.insert(v.name.as_str()), &at("name"), format!("{:?}", v.name), "must be unique in the job");
+            c.check(
+                v.mount_path.starts_with('/') && !v.mount_path.split('/').any(|p| p == ".."),
+                &at("mountPath"),
+                format!("{:?}", v.mount_path),
+                "must be an absolute path without ..",
+            );
+            c.check(
+                paths.insert(v.mount_path.trim_end_matches('/')),
+                &at("mountPath"),
+                format!("{:?}", v.mount_path),
+                "two volumes cannot mount at the same path",
+            );
+            c.check(
+                !RESERVED_MOUNTS.iter().any(|r| v.mount_path == *r || v.mount_path.starts_with(&format!("{r}/"))),
+                &at("mountPath"),
+                format!("{:?}", v.mount_path),
+                format!("mpiswarm mounts its own files there ({}); choose another path", RESERVED_MOUNTS.join(", ")),
+            );
+            let sources = usize::from(v.docker_volume.is_some())
+                + usize::from(v.host_path.is_some())
+                + usize::from(v.tmpfs.is_some());
+            c.check(
+                sources == 1,
+                &format!("spec.volumes[{i}]"),
+                &v.name,
+                "needs exactly one of dockerVolume, hostPath or tmpfs",
+            );
+            if let Some(h) = &v.host_path {
+                c.check(
+                    h.path.starts_with('/'),
+                    &at("hostPath.path"),
+                    format!("{:?}", h.path),
+                    "must be an absolute path on the node",
+                );
+            }
+            if let Some(t) = &v.tmpfs {
+                c.check(!v.read_only, &at("readOnly"), "true", "a tmpfs starts empty; a read-only one is useless");
+                if let Some(size) = &t.size {
+                    c.check(
+                        quantity::parse_bytes(size).is_ok_and(|b| b > 0),
+                        &at("tmpfs.size"),
+                        format!("{size:?}"),
+                        "must be a quantity greater than 0, e.g. 64Mi",
+                    );
+                }
+            }
+        }
     }
 
     fn validate_resources(&self, c: &mut Collector) {

@@ -206,3 +206,30 @@ fn a_manifest_of_another_kind_is_refused() {
     let err = parse_manifest("apiVersion: v1\nkind: Pod\nmetadata: {name: x}\n").expect_err("wrong kind");
     assert!(err.to_string().contains("expected mpiswarm.io/v1alpha1/MpiJob"), "{err}");
 }
+
+#[test]
+fn a_volume_needs_exactly_one_source_an_absolute_path_and_not_a_reserved_one() {
+    let two =
+        with(&["spec", "volumes"], json!([{"name": "v", "mountPath": "/d", "tmpfs": {}, "hostPath": {"path": "/x"}}]));
+    let cel = cel_errors(&two);
+    assert!(cel.iter().any(|e| e.contains("exactly one of dockerVolume, hostPath or tmpfs")), "{cel:?}");
+    for (volumes, field) in [
+        (json!([{"name": "v", "mountPath": "data", "tmpfs": {}}]), "spec.volumes[0].mountPath"),
+        (json!([{"name": "v", "mountPath": "/etc/mpi", "tmpfs": {}}]), "spec.volumes[0].mountPath"),
+        (json!([{"name": "v", "mountPath": "/in", "hostPath": {"path": "srv"}}]), "spec.volumes[0].hostPath.path"),
+        (json!([{"name": "v", "mountPath": "/s", "readOnly": true, "tmpfs": {}}]), "spec.volumes[0].readOnly"),
+        (
+            json!([{"name": "a", "mountPath": "/d", "tmpfs": {}}, {"name": "b", "mountPath": "/d/", "tmpfs": {}}]),
+            "spec.volumes[1].mountPath",
+        ),
+    ] {
+        let job: MpiJob = serde_json::from_value(with(&["spec", "volumes"], volumes.clone())).expect("deserializes");
+        let err = job.spec.validate().expect_err("invalid");
+        assert!(err.names(field), "{volumes}: {err}");
+    }
+    let fine =
+        with(&["spec", "volumes"], json!([{"name": "r", "mountPath": "/data", "dockerVolume": {"name": "results"}}]));
+    assert!(schema_errors(&fine).is_empty() && cel_errors(&fine).is_empty());
+    let job: MpiJob = serde_json::from_value(fine).expect("deserializes");
+    job.spec.validate().expect("valid");
+}
