@@ -300,6 +300,31 @@ mod tests {
         place(&demand, &offers).unwrap()
     }
 
+    /// A two-node placement of `ranks` and a job identity to build gangs from.
+    struct Fixture {
+        placement: Placement,
+        id: JobIdentity,
+        none: BTreeSet<String>,
+    }
+
+    impl Fixture {
+        fn new(ranks: u32) -> Self {
+            Self { placement: two_node_placement(ranks), id: identity(), none: BTreeSet::new() }
+        }
+
+        fn gang<'a>(&'a self, spec: &'a MpiJobSpec) -> Gang<'a> {
+            Gang {
+                job: &self.id,
+                spec,
+                generation: 0,
+                role: "*",
+                placement: &self.placement,
+                ssh_private_key: b"KEY",
+                network_accounted: &self.none,
+            }
+        }
+    }
+
     fn identity() -> JobIdentity {
         JobIdentity {
             namespace: "default".into(),
@@ -353,7 +378,6 @@ mod tests {
         assert_eq!(worker.command.as_ref().unwrap().value.as_deref(), Some("sh /etc/mpiswarm/rank worker"));
         assert_eq!(worker.labels.as_ref().unwrap().get("mpiswarm.io/role"), Some("worker"));
         assert_eq!(worker.labels.as_ref().unwrap().get("team"), Some("cfd"), "the job's own labels travel too");
-        assert_eq!(worker.labels.as_ref().unwrap().get("team"), Some("cfd"), "the job's own labels travel too");
     }
 
     #[test]
@@ -361,18 +385,8 @@ mod tests {
         let spec = spec(
             "  image: img:1\n  command: [prog]\n  ranks: 2\n  volumes:\n    - {name: results, mountPath: /data, dockerVolume: {name: pi-results}}\n    - {name: input, mountPath: /in, readOnly: true, hostPath: {path: /srv/in}}\n    - {name: scratch, mountPath: /scratch, tmpfs: {size: 64Mi}}\n",
         );
-        let placement = two_node_placement(2);
-        let id = identity();
-        let none = BTreeSet::new();
-        let gang = Gang {
-            job: &id,
-            spec: &spec,
-            generation: 0,
-            role: "*",
-            placement: &placement,
-            ssh_private_key: b"KEY",
-            network_accounted: &none,
-        };
+        let fixture = Fixture::new(2);
+        let gang = fixture.gang(&spec);
         for launch in gang.launches() {
             for task in &launch.operation.launch_group.as_ref().unwrap().task_group.tasks {
                 let vols = &task.container.as_ref().unwrap().volumes;
@@ -393,18 +407,8 @@ mod tests {
         let spec = spec(
             "  image: img:1\n  command: [prog]\n  ranks: 2\n  mpi:\n    implementation: MPICH\n    env: [{name: A, value: '1'}, {name: B, value: x y}]\n",
         );
-        let placement = two_node_placement(2);
-        let id = identity();
-        let none = BTreeSet::new();
-        let gang = Gang {
-            job: &id,
-            spec: &spec,
-            generation: 0,
-            role: "*",
-            placement: &placement,
-            ssh_private_key: b"KEY",
-            network_accounted: &none,
-        };
+        let fixture = Fixture::new(2);
+        let gang = fixture.gang(&spec);
         assert_eq!(gang.hostfile(), "worker-0:1\nworker-1:1\n");
         let line = gang.launcher_command();
         assert!(
