@@ -34,6 +34,8 @@ pub struct Settings {
     pub failover_timeout: f64,
     /// Where each round's input and outcome is appended as a JSON line.
     pub round_log: Option<std::path::PathBuf>,
+    /// MpiJobs reconciled at the same time.
+    pub concurrency: u16,
 }
 
 impl Default for Settings {
@@ -45,6 +47,7 @@ impl Default for Settings {
             backfill: Backfill::WhileHeadWaitsLessThan { max_head_wait_secs: 60 },
             failover_timeout: 7.0 * 24.0 * 3600.0,
             round_log: None,
+            concurrency: 16,
         }
     }
 }

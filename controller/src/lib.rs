@@ -37,8 +37,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use kube::ResourceExt as _;
 use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::Controller;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
@@ -85,6 +87,9 @@ pub struct ControllerArgs {
     /// Append each offer round's input and outcome to FILE as JSON lines.
     #[arg(long, env = "MPISWARM_ROUND_LOG")]
     pub round_log: Option<PathBuf>,
+    /// MpiJobs reconciled at the same time.
+    #[arg(long, env = "MPISWARM_CONCURRENCY", default_value_t = 16)]
+    pub concurrency: u16,
 }
 
 /// Everything `start` needs, without the kubeconfig handling.
@@ -136,6 +141,7 @@ impl ControllerArgs {
                 launch_timeout: self.launch_timeout_seconds,
                 backfill,
                 round_log: self.round_log.clone(),
+                concurrency: self.concurrency.max(1),
                 ..Settings::default()
             },
         })
@@ -282,8 +288,23 @@ async fn lead(
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let controller = Controller::new(jobs, watcher::Config::default().any_semantic());
-    let _set = ctx.store.set(controller.store());
+    // The cache keeps every MpiJob for the controller's life; managedFields
+    // (often the larger half of an object) are dropped from it, as nothing
+    // here reads them.
+    let (reader, writer) = kube::runtime::reflector::store();
+    let stream = watcher(jobs, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(|job: &mut MpiJob| {
+            job.managed_fields_mut().clear();
+        })
+        .reflect(writer)
+        .touched_objects();
+    // Bounded concurrency: a controller that starts with thousands of jobs
+    // reconciles them a few at a time instead of holding thousands of
+    // requests (and their buffers) at once.
+    let controller = Controller::for_stream(stream, reader.clone())
+        .with_config(kube::runtime::controller::Config::default().concurrency(options.settings.concurrency));
+    let _set = ctx.store.set(reader);
     let mut driver = tokio::spawn(driver::run(
         ctx.clone(),
         driver::DriverConfig {
