@@ -4,7 +4,9 @@
 use std::process::Command;
 
 fn mpiswarm(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_mpiswarm")).args(args).output().expect("mpiswarm runs")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpiswarm"));
+    cmd.args(args);
+    mpiswarm_testkit::output_within(cmd, None, std::time::Duration::from_secs(60))
 }
 
 #[test]

@@ -12,14 +12,21 @@ use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_secs(180);
 
+/// Runs a command under the test's overall deadline.
+fn run(cmd: Command) -> Output {
+    mpiswarm_testkit::output_within(cmd, None, DEADLINE)
+}
+
 fn mpiswarm(args: &[&str], data: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mpiswarm"))
-        .args(args)
-        .arg("--data-dir")
-        .arg(data)
-        .current_dir(repo())
-        .output()
-        .expect("mpiswarm runs")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpiswarm"));
+    cmd.args(args).arg("--data-dir").arg(data).current_dir(repo());
+    run(cmd)
+}
+
+fn docker(args: &[&str]) -> Output {
+    let mut cmd = Command::new("docker");
+    cmd.args(args);
+    run(cmd)
 }
 
 fn repo() -> PathBuf {
@@ -81,7 +88,7 @@ fn job_file(dir: &Path, name: &str, body: &str) -> PathBuf {
 #[test]
 fn up_run_logs_and_down_through_the_binary() {
     let image = "mpiswarm/openmpi:0.1.0";
-    let ok = Command::new("docker").args(["image", "inspect", image]).output().is_ok_and(|o| o.status.success());
+    let ok = docker(&["image", "inspect", image]).status.success();
     assert!(ok, "image {image} is missing: run `make images` first");
     let stack = up();
     let data = stack.data.path();
@@ -115,12 +122,9 @@ fn up_run_logs_and_down_through_the_binary() {
 
     let uid_of = |name: &str| {
         let kubeconfig = data.join("kubeconfig");
-        let out = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(&kubeconfig)
-            .args(["get", "mpij", name, "-o", "jsonpath={.metadata.uid}"])
-            .output()
-            .expect("kubectl");
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--kubeconfig").arg(&kubeconfig).args(["get", "mpij", name, "-o", "jsonpath={.metadata.uid}"]);
+        let out = run(cmd);
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let uids = [uid_of("pi"), uid_of("fails")];
@@ -133,7 +137,7 @@ fn up_run_logs_and_down_through_the_binary() {
         for uid in &uids {
             let label = format!("label=mpiswarm.io/job-uid={uid}");
             for args in [vec!["service", "ls", "-q", "--filter", &label], vec!["ps", "-q", "--filter", &label]] {
-                let out = Command::new("docker").args(&args).output().expect("docker");
+                let out = docker(&args);
                 left.extend(String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned));
             }
         }

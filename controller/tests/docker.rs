@@ -92,7 +92,9 @@ async fn pi_and_a_stock_debian_image_run_real_open_mpi_on_swarm_and_leave_nothin
     // test removes its own once Swarm has removed the containers that used it.
     let deadline = tokio::time::Instant::now() + DEADLINE;
     loop {
-        let removed = std::process::Command::new("docker").args(["volume", "rm", &volume]).output().expect("docker");
+        let mut cmd = std::process::Command::new("docker");
+        cmd.args(["volume", "rm", &volume]);
+        let removed = mpiswarm_testkit::output_within(cmd, None, common::COMMAND_DEADLINE);
         if removed.status.success() {
             break;
         }

@@ -34,10 +34,12 @@
 
 pub mod agent;
 pub mod books;
+pub mod process;
 pub mod program;
 pub mod spec;
 
 pub use agent::{DEADLINE, TestAgent, TestAgents};
 pub use books::TestTask;
+pub use process::output_within;
 pub use program::{FAIL_LAUNCH_LABEL, Outcome};
 pub use spec::AgentSpec;

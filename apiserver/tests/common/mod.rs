@@ -3,11 +3,10 @@
 //! waiting on the server's own commit notifications instead of sleeping.
 #![allow(dead_code)]
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mpiswarm_apiserver::{ApiserverArgs, Running, start};
 use serde_json::Value;
@@ -82,43 +81,8 @@ pub const COMMAND_DEADLINE: Duration = Duration::from_secs(120);
 
 /// Run `cmd` to completion, or kill it and fail the test after `deadline`
 /// (with whatever it printed), so that a hung client fails instead of hanging.
-pub fn output_within(mut cmd: Command, deadline: Duration) -> Output {
-    let what = format!("{cmd:?}");
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what} cannot start: {e}"));
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut buf);
-            }
-            buf
-        })
-    };
-    let out = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let err = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
-    let until = Instant::now() + deadline;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("poll child") {
-            break status;
-        }
-        if Instant::now() >= until {
-            let _ = child.kill();
-            let _ = child.wait();
-            let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
-            panic!(
-                "{what} did not finish within {deadline:?}; it printed:\n{}{}",
-                String::from_utf8_lossy(&out),
-                String::from_utf8_lossy(&err)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    Output { status, stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default() }
+pub fn output_within(cmd: Command, deadline: Duration) -> Output {
+    mpiswarm_testkit::output_within(cmd, None, deadline)
 }
 
 pub fn kubectl_cmd(kubeconfig: &Path, cache: &Path) -> Command {

@@ -4,9 +4,8 @@
 //! real kubectl; waits are watches with an overall deadline.
 #![allow(dead_code)]
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use clap::Parser;
@@ -15,10 +14,12 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::wait::await_condition;
 use mpiswarm_controller::{Options, Settings};
 use mpiswarm_crds::{ConditionType, MpiJob, Phase};
-use mpiswarm_testkit::{AgentSpec, TestAgents};
+use mpiswarm_testkit::{AgentSpec, TestAgents, output_within};
 
 /// Generous on a small shared machine; nothing waits this long when it works.
 pub const DEADLINE: Duration = Duration::from_secs(120);
+/// One kubectl or docker command.
+pub const COMMAND_DEADLINE: Duration = Duration::from_secs(120);
 
 #[derive(Parser)]
 struct OffersCli {
@@ -138,13 +139,8 @@ impl Stack {
     pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
         let mut cmd = Command::new("kubectl");
         cmd.arg("--kubeconfig").arg(&self.api.kubeconfig).arg("--cache-dir").arg(self.dir.path().join("kube-cache"));
-        cmd.args(args).stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("kubectl runs");
-        if let Some(text) = stdin {
-            child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("kubectl stdin");
-        }
-        child.wait_with_output().expect("kubectl ends")
+        cmd.args(args);
+        output_within(cmd, stdin, COMMAND_DEADLINE)
     }
 
     pub fn kubectl_ok(&self, args: &[&str], stdin: Option<&str>) -> String {
@@ -218,7 +214,9 @@ fn docker_agent(master: &str, data_dir: &Path) -> tokio::task::JoinHandle<()> {
 
 /// Fails with the command to run if a locally built image is missing.
 pub fn require_image(image: &str) {
-    let ok = Command::new("docker").args(["image", "inspect", image]).output().is_ok_and(|o| o.status.success());
+    let mut cmd = Command::new("docker");
+    cmd.args(["image", "inspect", image]);
+    let ok = output_within(cmd, None, COMMAND_DEADLINE).status.success();
     assert!(ok, "image {image} is not on this engine: run `make images` (mpiswarm images build) first");
 }
 
@@ -226,7 +224,9 @@ pub fn require_image(image: &str) {
 /// secrets and configs of the agent.
 pub fn swarm_leftovers(job_uid: &str, network: &str) -> Vec<String> {
     let lines = |args: &[&str]| -> Vec<String> {
-        let out = Command::new("docker").args(args).output().expect("docker runs");
+        let mut cmd = Command::new("docker");
+        cmd.args(args);
+        let out = output_within(cmd, None, COMMAND_DEADLINE);
         String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()).map(str::to_owned).collect()
     };
     let mut left = Vec::new();
