@@ -222,6 +222,11 @@ impl Books {
             .collect()
     }
 
+    /// The key of a job the books know (to find it in the reflector's cache).
+    pub fn key(&self, uid: &str) -> Option<ObjectRef<MpiJob>> {
+        self.lock().jobs.get(uid).map(|j| j.key.clone())
+    }
+
     /// Every job key, to reconcile all after a resubscribe.
     pub fn keys(&self) -> Vec<ObjectRef<MpiJob>> {
         self.lock().jobs.values().map(|j| j.key.clone()).collect()

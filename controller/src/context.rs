@@ -128,6 +128,12 @@ impl Context {
         self.books.remove(uid);
     }
 
+    /// The cached MpiJob of a job the books know, by key (no scan of the cache).
+    pub fn cached_job(&self, uid: &str) -> Option<std::sync::Arc<MpiJob>> {
+        let key = self.books.key(uid)?;
+        self.store.get()?.get(&key)
+    }
+
     pub fn send(&self, command: Command) {
         // The driver lives as long as the controller; if it is gone we are shutting down.
         let _ignored = self.commands.send(command);

@@ -443,8 +443,7 @@ impl Session<'_> {
 
 /// Books the gang and writes the job's status; `None` if the job went away.
 async fn persist(ctx: &Arc<Context>, started: StartedGang) -> Option<StartedGang> {
-    let store = ctx.store.get()?;
-    let job = store.state().into_iter().find(|j| j.uid().as_deref() == Some(started.uid.as_str()))?;
+    let job = ctx.cached_job(&started.uid)?;
     if job.metadata.deletion_timestamp.is_some() {
         return None;
     }
@@ -465,10 +464,7 @@ async fn persist(ctx: &Arc<Context>, started: StartedGang) -> Option<StartedGang
 
 /// Reconciles one job now (the reconciler would, a moment later).
 async fn sync_job(ctx: &Arc<Context>, uid: &str) {
-    let Some(job) = ctx.store.get().and_then(|st| st.state().into_iter().find(|j| j.uid().as_deref() == Some(uid)))
-    else {
-        return;
-    };
+    let Some(job) = ctx.cached_job(uid) else { return };
     if let Err(e) = crate::reconcile::apply(&job, ctx).await {
         tracing::warn!(error = %e, job = %job.name_any(), "status write after launch failed; the reconciler retries");
         ctx.wake(kube::runtime::reflector::ObjectRef::from_obj(job.as_ref()));
