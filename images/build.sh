@@ -48,7 +48,7 @@ inputs_hash() {
     (
         cd "$here"
         printf '%s\n' "$version" "$suite" "$mirror" "$runtime_packages" "$builder_packages" "$node_packages"
-        sha256sum build.sh Dockerfile pi.c mpiswarm-rank mpiswarm-hpcc sshd-mpiswarm.conf ssh-mpiswarm.conf hpccinf.txt
+        sha256sum build.sh Dockerfile pi.c mpiswarm-rank mpiswarm-hpcc mpiswarm-node sshd-mpiswarm.conf ssh-mpiswarm.conf hpccinf.txt
     ) | sha256sum | cut -c1-16
 }
 
@@ -103,10 +103,15 @@ if [ "$what" = node ]; then
         exit 0
     fi
     base=$(rootfs node "$node_packages")
-    # vfs: overlay on overlay does not work inside a container.
-    printf 'FROM %s\nCMD ["dockerd", "--storage-driver=vfs"]\n' "$base" |
-        DOCKER_BUILDKIT=0 docker build -q --label "mpiswarm.io/inputs=$hash" \
-            --label "mpiswarm.io/component=node-image" -t "$node_image" - >&2
+    # The engine starts through mpiswarm-node (overlay2 on a volume, the
+    # node's cgroup as parent); see that script for why.
+    context=$(mktemp -d)
+    cp "$here/mpiswarm-node" "$context/"
+    printf 'FROM %s\nCOPY mpiswarm-node /usr/local/bin/mpiswarm-node\nENTRYPOINT ["/bin/sh", "/usr/local/bin/mpiswarm-node"]\n' "$base" \
+        >"$context/Dockerfile"
+    DOCKER_BUILDKIT=0 docker build -q --label "mpiswarm.io/inputs=$hash" \
+        --label "mpiswarm.io/component=node-image" -t "$node_image" "$context" >&2
+    rm -rf "$context"
     echo "$node_image"
     exit 0
 fi

@@ -13,6 +13,13 @@ use tokio::process::Command;
 /// The tag the agent and the controller use for MPI ranks by default.
 pub const RANK_IMAGE: &str = concat!("mpiswarm/openmpi:", env!("CARGO_PKG_VERSION"));
 
+/// The image of a swarm node in a container (`images build --node`).
+pub const NODE_IMAGE: &str = concat!("mpiswarm/node:", env!("CARGO_PKG_VERSION"));
+
+/// The stock Debian image with Open MPI and sshd and nothing of mpiswarm's,
+/// tagged by every rank image build (`examples/stock-image.yaml`).
+pub const STOCK_IMAGE: &str = "mpiswarm/debian-openmpi:bookworm";
+
 /// The files of `images/`, byte for byte: `build.sh` hashes them, so an
 /// embedded copy and a checkout produce the same cache key.
 const RECIPE: &[(&str, &str)] = &[
@@ -21,6 +28,7 @@ const RECIPE: &[(&str, &str)] = &[
     ("pi.c", include_str!("../../images/pi.c")),
     ("mpiswarm-rank", include_str!("../../images/mpiswarm-rank")),
     ("mpiswarm-hpcc", include_str!("../../images/mpiswarm-hpcc")),
+    ("mpiswarm-node", include_str!("../../images/mpiswarm-node")),
     ("sshd-mpiswarm.conf", include_str!("../../images/sshd-mpiswarm.conf")),
     ("ssh-mpiswarm.conf", include_str!("../../images/ssh-mpiswarm.conf")),
     ("hpccinf.txt", include_str!("../../images/hpccinf.txt")),

@@ -106,6 +106,19 @@ fn is_status(e: &bollard::errors::Error, code: u16) -> bool {
     matches!(e, bollard::errors::Error::DockerResponseServerError { status_code, .. } if *status_code == code)
 }
 
+/// Another agent of the same manager created the object first: 409 from the
+/// engine's own objects, but a 500 carrying swarmkit's "name conflicts with
+/// an existing object" for networks, secrets and configs on Docker 20.10.
+fn is_conflict(e: &bollard::errors::Error) -> bool {
+    match e {
+        bollard::errors::Error::DockerResponseServerError { status_code: 409, .. } => true,
+        bollard::errors::Error::DockerResponseServerError { status_code: 500, message } => {
+            message.contains("name conflicts with an existing object") || message.contains("already exists")
+        }
+        _ => false,
+    }
+}
+
 fn label_filter(agent_id: &str) -> Option<HashMap<String, Vec<String>>> {
     Some(HashMap::from([("label".to_owned(), vec![labels::owned_by(agent_id)])]))
 }
@@ -168,7 +181,7 @@ impl DockerSwarm {
         }
         match create.await {
             Ok(r) => Ok(r.id),
-            Err(e) if is_status(&e, 409) => {
+            Err(e) if is_conflict(&e) => {
                 self.find(kind, name).await?.ok_or_else(|| SwarmError::docker(format!("create {kind:?} {name}"))(e))
             }
             Err(e) => Err(SwarmError::docker(format!("create {kind:?} {name}"))(e)),
@@ -188,15 +201,17 @@ impl Swarm for DockerSwarm {
         if let Some(n) = existing.into_iter().find(|n| n.name.as_deref() == Some(name.as_str())) {
             let driver = n.driver.unwrap_or_default();
             let scope = n.scope.unwrap_or_default();
-            if driver != "overlay" || scope != "swarm" {
+            // A swarm network another node's agent is creating this moment
+            // is listed by the manager before its driver is filled in.
+            if (driver != "overlay" && !driver.is_empty()) || scope != "swarm" {
                 return Err(SwarmError::NetworkConflict { name, driver, scope });
             }
             return Ok(());
         }
         match self.docker.create_network(request).await {
             Ok(_) => Ok(()),
-            // Created concurrently by a sibling launch.
-            Err(e) if is_status(&e, 409) => Ok(()),
+            // Created concurrently by a sibling launch or another node's agent.
+            Err(e) if is_conflict(&e) => Ok(()),
             Err(e) => Err(SwarmError::docker(format!("create network {name}"))(e)),
         }
     }
@@ -215,7 +230,7 @@ impl Swarm for DockerSwarm {
         let name = spec.name.clone().unwrap_or_default();
         match self.docker.create_service(spec, None).await {
             Ok(r) => Ok(r.id.unwrap_or_default()),
-            Err(e) if is_status(&e, 409) => {
+            Err(e) if is_conflict(&e) => {
                 let s = self
                     .docker
                     .inspect_service(&name, None)

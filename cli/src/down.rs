@@ -30,6 +30,9 @@ pub fn run(args: DownArgs) -> Result<()> {
         }
     }
     stack::remove(&args.data_dir);
+    // Node containers of `up --nodes` take their engines' swarm objects with them.
+    let dir = args.data_dir.canonicalize().unwrap_or_else(|_| args.data_dir.clone());
+    crate::nodes::remove(&dir)?;
     for (kind, ls) in [("service", "ls"), ("network", "ls"), ("secret", "ls"), ("config", "ls")] {
         let out = Command::new("docker")
             .args([kind, ls, "-q", "--filter", MANAGED])

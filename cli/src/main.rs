@@ -4,8 +4,10 @@
 
 use clap::{Parser, Subcommand};
 
+mod docker;
 mod down;
 mod logs;
+mod nodes;
 mod run;
 mod stack;
 mod up;

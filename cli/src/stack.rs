@@ -21,7 +21,8 @@ pub struct StackFile {
     pub kubeconfig: PathBuf,
     pub apiserver: String,
     pub offers: String,
-    pub agent: SocketAddr,
+    /// Every node agent's HTTP address (one per node).
+    pub agents: Vec<SocketAddr>,
     pub controller: SocketAddr,
 }
 

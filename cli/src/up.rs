@@ -15,6 +15,7 @@ use clap::Parser;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
 
+use crate::nodes::{self, NodesArgs};
 use crate::stack::{self, StackFile};
 
 #[derive(clap::Args, Debug, Clone)]
@@ -28,9 +29,11 @@ pub struct UpArgs {
     /// Resources the agent offers, Mesos syntax (default: what Docker reports).
     #[arg(long)]
     pub resources: Option<String>,
-    /// Do not build the rank image if it is missing.
+    /// Do not build the rank image (or the node image) if it is missing.
     #[arg(long)]
     pub no_build: bool,
+    #[command(flatten)]
+    pub nodes: NodesArgs,
 }
 
 #[derive(Parser)]
@@ -66,8 +69,12 @@ pub async fn run(args: UpArgs) -> Result<()> {
     let before = stack::previous(&dir);
     let text = |p: &std::path::Path| p.to_str().map(str::to_owned).context("the data dir path is not UTF-8");
 
+    nodes::check(&args.nodes)?;
     if !args.no_build {
-        ensure_rank_image().await?;
+        ensure_image(mpiswarm_agent::images::RANK_IMAGE, false).await?;
+        if args.nodes.nodes.is_some() {
+            ensure_image(mpiswarm_agent::images::NODE_IMAGE, true).await?;
+        }
     }
 
     let mut api_args = mpiswarm_apiserver::ApiserverArgs::for_dir(&dir);
@@ -94,23 +101,13 @@ pub async fn run(args: UpArgs) -> Result<()> {
         mpiswarm_offers::start(Offers::try_parse_from(offers_cli)?.args).await.context("starting the offer layer")?;
     say(&format!("offer layer on {}", offers.url()));
 
-    let agent_listen = stack::reuse_or_any(before.as_ref().map(|b| b.agent.port()));
-    let mut agent_cli = vec![
-        "agent".to_owned(),
-        "--master".into(),
-        offers.url(),
-        "--data-dir".into(),
-        text(&dir.join("agent"))?,
-        "--listen".into(),
-        agent_listen.to_string(),
-    ];
-    if let Some(r) = &args.resources {
-        agent_cli.extend(["--resources".to_owned(), r.clone()]);
+    let agents = start_agents(&args, &dir, &offers.url(), before.as_ref()).await?;
+    let mut running: Vec<_> = agents.handles;
+    let agent_addrs = wait_for_agents(&offers.url(), agents.count, &mut running).await?;
+    match &args.nodes.nodes {
+        Some(n) => say(&format!("{n} node agents on {}", list(&agent_addrs))),
+        None => say(&format!("node agent on {} (this Docker engine, a single-node swarm)", list(&agent_addrs))),
     }
-    let agent_args = Agent::try_parse_from(agent_cli)?.args;
-    let mut agent = tokio::spawn(mpiswarm_agent::run(agent_args));
-    let agent_addr = wait_for_agent(&offers.url(), &mut agent).await?;
-    say(&format!("node agent on {agent_addr} (this Docker engine, a single-node swarm)"));
 
     let controller_listen = stack::reuse_or_any(before.as_ref().map(|b| b.controller.port()));
     let options = mpiswarm_controller::Options {
@@ -131,7 +128,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         kubeconfig: api.kubeconfig.clone(),
         apiserver: api.url.clone(),
         offers: offers.url(),
-        agent: agent_addr,
+        agents: agent_addrs,
         controller: controller.addr,
     };
     stack::write(&dir, &file)?;
@@ -144,17 +141,21 @@ pub async fn run(args: UpArgs) -> Result<()> {
 
     let outcome = tokio::select! {
         _ = shutdown_signal() => Ok(()),
-        a = &mut agent => Err(anyhow::anyhow!("the node agent stopped: {}", match a {
-            Ok(Ok(())) => "without an error".to_owned(),
-            Ok(Err(e)) => e.to_string(),
-            Err(e) => e.to_string(),
-        })),
+        (a, i, _) = futures::future::select_all(running.iter_mut()) => {
+            Err(anyhow::anyhow!("node agent {} stopped: {}", i + 1, match a {
+                Ok(Ok(())) => "without an error".to_owned(),
+                Ok(Err(e)) => e.to_string(),
+                Err(e) => e.to_string(),
+            }))
+        }
     };
     say("stopping (running tasks keep running; `mpiswarm up` again picks them up)");
     stack::remove(&dir);
     controller.stop();
     let _stopped = tokio::time::timeout(Duration::from_secs(10), controller.wait()).await;
-    agent.abort();
+    for agent in &running {
+        agent.abort();
+    }
     let _stopped = tokio::time::timeout(Duration::from_secs(10), offers.stop()).await;
     api.stop();
     outcome
@@ -175,8 +176,7 @@ async fn install_crd(client: &kube::Client) -> Result<()> {
     Ok(())
 }
 
-async fn ensure_rank_image() -> Result<()> {
-    let image = mpiswarm_agent::images::RANK_IMAGE;
+async fn ensure_image(image: &str, node: bool) -> Result<()> {
     let present = tokio::process::Command::new("docker")
         .args(["image", "inspect", image])
         .stdout(std::process::Stdio::null())
@@ -187,33 +187,114 @@ async fn ensure_rank_image() -> Result<()> {
         .success();
     if !present {
         say(&format!(
-            "building the rank image {image} (debootstrap + docker import, about 2-3 minutes the first time; progress follows)"
+            "building {image} (debootstrap + docker import, about 2-3 minutes the first time; progress follows)"
         ));
         let version = image.rsplit(':').next().unwrap_or_default();
-        mpiswarm_agent::images::build(version, false, false).await?;
+        mpiswarm_agent::images::build(version, false, node).await?;
     }
     Ok(())
 }
 
-/// Waits until the agent has registered with the offer layer; returns its HTTP address.
-async fn wait_for_agent(
-    offers: &str,
-    agent: &mut tokio::task::JoinHandle<Result<(), mpiswarm_agent::AgentError>>,
-) -> Result<std::net::SocketAddr> {
+type AgentTask = tokio::task::JoinHandle<Result<(), mpiswarm_agent::AgentError>>;
+
+struct Agents {
+    handles: Vec<AgentTask>,
+    count: usize,
+}
+
+/// One agent on the local engine, or with `--nodes` one per node container,
+/// each reaching the manager's engine and serving its own node.
+async fn start_agents(
+    args: &UpArgs,
+    dir: &std::path::Path,
+    master: &str,
+    before: Option<&StackFile>,
+) -> Result<Agents> {
+    let text = |p: &std::path::Path| p.to_str().map(str::to_owned).context("the data dir path is not UTF-8");
+    let port = |i: usize| stack::reuse_or_any(before.and_then(|b| b.agents.get(i)).map(|a| a.port()));
+    let mut handles = Vec::new();
+    let Some(_) = args.nodes.nodes else {
+        let mut cli = vec![
+            "agent".to_owned(),
+            "--master".into(),
+            master.to_owned(),
+            "--data-dir".into(),
+            text(&dir.join("agent"))?,
+            "--listen".into(),
+            port(0).to_string(),
+        ];
+        if let Some(r) = &args.resources {
+            cli.extend(["--resources".to_owned(), r.clone()]);
+        }
+        handles.push(tokio::spawn(mpiswarm_agent::run(Agent::try_parse_from(cli)?.args)));
+        return Ok(Agents { handles, count: 1 });
+    };
+    let cluster = nodes::ensure(dir, &args.nodes, mpiswarm_agent::images::NODE_IMAGE).await?;
+    let docker = format!("unix://{}", text(&cluster.manager_socket)?);
+    for (i, node) in cluster.nodes.iter().enumerate() {
+        let mut cli = vec![
+            "agent".to_owned(),
+            "--master".into(),
+            master.to_owned(),
+            "--docker".into(),
+            docker.clone(),
+            "--node".into(),
+            node.hostname.clone(),
+            "--data-dir".into(),
+            text(&dir.join("agents").join(&node.hostname))?,
+            "--listen".into(),
+            port(i).to_string(),
+        ];
+        let mut resources = Vec::new();
+        if let Some(c) = cluster.file.node_cpus {
+            resources.push(format!("cpus:{c}"));
+        }
+        if let Some(m) = cluster.file.node_mem {
+            resources.push(format!("mem:{m}"));
+        }
+        if let Some(r) = &args.resources {
+            resources.push(r.clone());
+        }
+        if !resources.is_empty() {
+            cli.extend(["--resources".to_owned(), resources.join(";")]);
+        }
+        if let Some(rack) = &node.rack {
+            cli.extend(["--attributes".to_owned(), format!("rack={rack}")]);
+        }
+        handles.push(tokio::spawn(mpiswarm_agent::run(Agent::try_parse_from(cli)?.args)));
+    }
+    Ok(Agents { count: handles.len(), handles })
+}
+
+fn list(addrs: &[std::net::SocketAddr]) -> String {
+    addrs.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// Waits until `count` agents have registered with the offer layer; returns
+/// their HTTP addresses, sorted by hostname.
+async fn wait_for_agents(offers: &str, count: usize, agents: &mut [AgentTask]) -> Result<Vec<std::net::SocketAddr>> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        if agent.is_finished() {
-            let ended = agent.await;
-            bail!("the node agent stopped at start: {ended:?}");
+        if let Some(i) = agents.iter().position(|a| a.is_finished()) {
+            let ended = (&mut agents[i]).await;
+            bail!("node agent {} stopped at start: {ended:?}", i + 1);
         }
         if let Ok(resp) = reqwest::get(format!("{offers}/master/state")).await
             && let Ok(state) = resp.json::<serde_json::Value>().await
-            && let Some(port) = state["slaves"][0]["port"].as_u64().or_else(|| state["agents"][0]["port"].as_u64())
         {
-            return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port as u16)));
+            let registered = state["slaves"].as_array().or_else(|| state["agents"].as_array());
+            let mut found: Vec<(String, u16)> = registered
+                .into_iter()
+                .flatten()
+                .filter_map(|a| Some((a["hostname"].as_str()?.to_owned(), a["port"].as_u64()? as u16)))
+                .collect();
+            if found.len() >= count {
+                found.sort();
+                return Ok(found.into_iter().map(|(_, p)| std::net::SocketAddr::from(([127, 0, 0, 1], p))).collect());
+            }
         }
         if tokio::time::Instant::now() > deadline {
-            bail!("the node agent did not register with the offer layer within 60 s");
+            bail!("not all {count} node agents registered with the offer layer within 60 s");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

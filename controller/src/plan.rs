@@ -263,10 +263,17 @@ pub fn plan(inputs: &Inputs<'_>) -> Plan {
     }
 
     match gang {
-        Some(g) if g.generation < generation => {
+        Some(g) if g.generation < generation && !g.all_ended() => {
             // A failed generation is still being torn down; the next waits for it.
             b.tear_down(g);
             b.actions.push(Action::Dequeue);
+        }
+        Some(g) if g.generation < generation => {
+            // Its last task just ended: forget it and queue the next one in
+            // the same step, since forgetting changes no status and so
+            // brings no further reconcile.
+            b.tear_down(g);
+            wait_step(&mut b, generation);
         }
         Some(g) => gang_step(&mut b, g, generation),
         None => wait_step(&mut b, generation),
@@ -340,6 +347,10 @@ fn gang_step(b: &mut Builder<'_>, g: &GangBook, generation: u32) {
                 b.clear(C::Running, f.reason, &msg);
                 b.cond(C::Restarting, true, f.reason, &msg);
                 b.actions.push(Action::Dequeue);
+                if g.all_ended() {
+                    // Nothing left to wait for: the next generation queues now.
+                    b.actions.push(Action::Enqueue { generation: generation + 1 });
+                }
             }
         }
     }
@@ -567,11 +578,16 @@ mod tests {
         assert!(c.message.contains("n2"), "the lost node is named: {}", c.message);
         assert!(p.actions.contains(&Action::Kill) && !p.actions.iter().any(|a| matches!(a, Action::Enqueue { .. })));
 
-        // Once the old gang has ended it is forgotten, and then generation 1 queues.
+        // Once the old gang has ended it is forgotten and generation 1 queues
+        // in the same step: forgetting changes no status, so no later
+        // reconcile would come to queue it (a job once sat Pending forever).
         let mut ended = g.clone();
         set(&mut ended, |_| true, TaskState::Killed, None);
         row.gang = Some(&ended);
-        assert!(row.plan().actions.contains(&Action::Forget));
+        let actions = row.plan().actions;
+        let forget = actions.iter().position(|a| *a == Action::Forget);
+        let enqueue = actions.iter().position(|a| *a == Action::Enqueue { generation: 1 });
+        assert!(matches!((forget, enqueue), (Some(f), Some(e)) if f < e), "forget, then queue: {actions:?}");
         row.gang = None;
         assert!(row.plan().actions.contains(&Action::Enqueue { generation: 1 }));
 
