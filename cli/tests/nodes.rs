@@ -1,0 +1,120 @@
+//! `mpiswarm up --nodes 3 --node-cpus 2 --racks 2` makes a swarm of three
+//! Docker engines in containers on this machine; `mpiswarm run
+//! examples/network.yaml` runs Debian's hpcc across them (packed on 2 nodes,
+//! HPL, PTRANS, STREAM, ping-pong results in the launcher's output), and
+//! `mpiswarm down` leaves no node container, volume or network behind.
+//! Needs the images of `make images` (rank and node).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// hpcc on 0.5-cpu ranks of two cores takes minutes; the whole test has this.
+const DEADLINE: Duration = Duration::from_secs(900);
+
+fn run(cmd: Command) -> Output {
+    mpiswarm_testkit::output_within(cmd, None, DEADLINE)
+}
+
+fn mpiswarm(args: &[&str], data: &Path) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpiswarm"));
+    cmd.args(args).arg("--data-dir").arg(data).current_dir(repo());
+    run(cmd)
+}
+
+fn docker(args: &[&str]) -> String {
+    let mut cmd = Command::new("docker");
+    cmd.args(args);
+    String::from_utf8_lossy(&run(cmd).stdout).into_owned()
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+struct Up {
+    child: Child,
+    data: tempfile::TempDir,
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = mpiswarm(&["down"], self.data.path());
+    }
+}
+
+fn log(data: &Path) -> String {
+    std::fs::read_to_string(data.join("up.log")).unwrap_or_default()
+}
+
+#[test]
+fn up_nodes_runs_hpcc_across_node_containers_and_down_leaves_nothing() {
+    for image in ["mpiswarm/openmpi:0.1.0", "mpiswarm/node:0.1.0"] {
+        assert!(!docker(&["image", "ls", "-q", image]).trim().is_empty(), "{image} is missing: run `make images`");
+    }
+    let data = tempfile::tempdir().expect("tempdir");
+    let dir = data.path().canonicalize().expect("canonical data dir");
+    let child = Command::new(env!("CARGO_BIN_EXE_mpiswarm"))
+        .args(["up", "--no-build", "--nodes", "3", "--node-cpus", "2", "--racks", "2", "--data-dir"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("up.log")).expect("log"))
+        .spawn()
+        .expect("mpiswarm up starts");
+    let mut up = Up { child, data };
+    let started = Instant::now();
+    while !dir.join("stack.json").exists() {
+        if let Ok(Some(status)) = up.child.try_wait() {
+            panic!("mpiswarm up exited ({status}): {}", log(&dir));
+        }
+        assert!(started.elapsed() < DEADLINE, "mpiswarm up --nodes 3 was not ready: {}", log(&dir));
+        std::thread::sleep(Duration::from_millis(200)); // polling a file the other process writes
+    }
+    let label = format!("label=mpiswarm.io/data-dir={}", dir.display());
+    let nodes = docker(&["ps", "-q", "--filter", &label]);
+    assert_eq!(nodes.lines().count(), 3, "three node containers run: {nodes}");
+    // The swarm is formed inside the containers: one manager, two workers, all Ready.
+    let manager = docker(&["ps", "-q", "--filter", &label, "--filter", "name=node1"]);
+    let swarm = docker(&["exec", manager.trim(), "docker", "node", "ls", "--format", "{{.Hostname}} {{.Status}}"]);
+    let mut seen: Vec<&str> = swarm.lines().collect();
+    seen.sort();
+    assert_eq!(seen, ["node1 Ready", "node2 Ready", "node3 Ready"], "{swarm}");
+
+    let out = mpiswarm(&["run", "examples/network.yaml"], &dir);
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}\n{}", log(&dir));
+    assert!(stderr.contains("pack on node"), "the placement is shown: {stderr}");
+    for result in
+        ["HPL_Tflops=", "PTRANS_GBs=", "StarSTREAM_Triad=", "AvgPingPongLatency_usec=", "AvgPingPongBandwidth_GBytes="]
+    {
+        let value = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(result))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{result} in the launcher's output: {stdout}"));
+        assert!(value > 0.0, "{result}{value}: hpcc ran that test");
+    }
+    // Truth from Swarm: the ranks ran on two of the nodes, as the status says.
+    let mut kubectl = Command::new("kubectl");
+    kubectl.arg("--kubeconfig").arg(dir.join("kubeconfig")).args([
+        "get",
+        "mpij",
+        "hpcc-network",
+        "-o",
+        "jsonpath={.status.placement.nodeCount}",
+    ]);
+    assert_eq!(String::from_utf8_lossy(&run(kubectl).stdout), "2", "packed on 2 nodes");
+
+    let down = mpiswarm(&["down"], &dir);
+    assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
+    let left = [
+        docker(&["ps", "-aq", "--filter", &label]),
+        docker(&["volume", "ls", "-q", "--filter", &label]),
+        docker(&["network", "ls", "-q", "--filter", &label]),
+    ];
+    assert!(left.iter().all(|l| l.trim().is_empty()), "left behind after down: {left:?}");
+    assert!(!dir.join("cluster.json").exists(), "down removes the cluster file");
+}
