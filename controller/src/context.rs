@@ -1,5 +1,5 @@
 //! What the reconcilers and the framework driver share: the Kubernetes
-//! client, the books, the event recorder, metrics, settings, and the two
+//! client, the books, the Event publisher, metrics, settings, and the two
 //! channels between them (commands to the driver, reconcile triggers back).
 
 use std::collections::HashMap;
@@ -7,13 +7,13 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{ObjectRef, Store};
 use mpiswarm_crds::{MpiJob, MpiJobStatus};
 use mpiswarm_policy::Backfill;
 use tokio::sync::{Notify, mpsc};
 
 use crate::books::{Books, TaskRef};
+use crate::events::Publisher;
 use crate::metrics::Metrics;
 
 /// The field manager of every status write.
@@ -66,7 +66,7 @@ pub enum Command {
 pub struct Context {
     pub client: kube::Client,
     pub books: Books,
-    pub recorder: Recorder,
+    pub events: Publisher,
     pub metrics: Metrics,
     pub settings: Settings,
     pub commands: mpsc::UnboundedSender<Command>,
@@ -84,7 +84,7 @@ pub struct Context {
 impl Context {
     pub fn new(
         client: kube::Client,
-        recorder: Recorder,
+        events: Publisher,
         settings: Settings,
         commands: mpsc::UnboundedSender<Command>,
         trigger: futures::channel::mpsc::UnboundedSender<ObjectRef<MpiJob>>,
@@ -92,7 +92,7 @@ impl Context {
         Self {
             client,
             books: Books::default(),
-            recorder,
+            events,
             metrics: Metrics::default(),
             settings,
             commands,

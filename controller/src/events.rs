@@ -1,9 +1,69 @@
 //! Kubernetes Events as the story of a job: derived from what changed
 //! between the status before and after a reconcile, so they fire on
 //! transitions only and a re-applied, unchanged job adds none. The diff is
-//! pure; publishing goes through kube's Recorder.
+//! pure; [`Publisher`] POSTs each one as an `events.k8s.io/v1` Event.
 
-use kube::runtime::events::{Event, EventType};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event as K8sEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, PostParams};
+pub use kube::runtime::events::{Event, EventType};
+
+/// Publishes Events without kube's `Recorder`: the Recorder keeps every
+/// Event it sent for minutes (to aggregate repeats into a series) and walks
+/// that cache under a write lock on each publish. Ours fire on transitions
+/// only, so they never repeat and need no series: one POST each.
+pub struct Publisher {
+    client: kube::Client,
+    controller: String,
+    instance: String,
+    sent: AtomicU64,
+}
+
+impl Publisher {
+    pub fn new(client: kube::Client, controller: &str, instance: &str) -> Self {
+        Self { client, controller: controller.to_owned(), instance: instance.to_owned(), sent: AtomicU64::new(0) }
+    }
+
+    pub async fn publish(&self, event: &Event, regarding: &ObjectReference) -> Result<(), kube::Error> {
+        let api: Api<K8sEvent> =
+            Api::namespaced(self.client.clone(), regarding.namespace.as_deref().unwrap_or("default"));
+        api.create(&PostParams::default(), &self.build(event, regarding, Timestamp::now())).await?;
+        Ok(())
+    }
+
+    fn build(&self, event: &Event, regarding: &ObjectReference, now: Timestamp) -> K8sEvent {
+        // Two Events of one job can share a nanosecond; the counter keeps their names apart.
+        let n = self.sent.fetch_add(1, Ordering::Relaxed);
+        K8sEvent {
+            action: Some(event.action.clone()),
+            reason: Some(event.reason.clone()),
+            note: event.note.clone(),
+            event_time: Some(MicroTime(now)),
+            regarding: Some(regarding.clone()),
+            related: event.secondary.clone(),
+            metadata: ObjectMeta {
+                namespace: regarding.namespace.clone(),
+                name: Some(format!(
+                    "{}.{:x}.{n:x}",
+                    regarding.name.as_deref().unwrap_or(&self.controller),
+                    now.as_nanosecond()
+                )),
+                ..ObjectMeta::default()
+            },
+            reporting_controller: Some(self.controller.clone()),
+            reporting_instance: Some(self.instance.clone()),
+            type_: Some(match event.type_ {
+                EventType::Normal => "Normal".to_owned(),
+                EventType::Warning => "Warning".to_owned(),
+            }),
+            ..K8sEvent::default()
+        }
+    }
+}
 use mpiswarm_crds::{ConditionType as C, MpiJobStatus, Phase};
 
 /// The events one status change tells, in story order.
@@ -104,5 +164,43 @@ mod tests {
         assert_eq!(evs.len(), 1);
         assert_eq!(evs[0].type_, EventType::Warning);
         assert_eq!(evs[0].note.as_deref(), Some("DeadlineExceeded: ran too long"));
+    }
+}
+
+#[cfg(test)]
+mod publisher_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_event_object_names_the_job_the_reporter_and_is_unique_per_publish() {
+        // A client that is never called: build() only shapes the object.
+        let (service, _handle) =
+            tower_test::mock::pair::<http::Request<kube::client::Body>, http::Response<kube::client::Body>>();
+        let publisher = Publisher::new(kube::Client::new(service, "default"), "mpiswarm-controller", "replica-1");
+        let regarding = ObjectReference {
+            kind: Some("MpiJob".into()),
+            name: Some("pi".into()),
+            namespace: Some("team".into()),
+            ..ObjectReference::default()
+        };
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "Invalid".into(),
+            note: Some("mpirunArgs names -np".into()),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        let at = Timestamp::UNIX_EPOCH;
+        let (a, b) = (publisher.build(&event, &regarding, at), publisher.build(&event, &regarding, at));
+        assert_eq!(a.metadata.namespace.as_deref(), Some("team"));
+        assert_eq!(a.type_.as_deref(), Some("Warning"));
+        assert_eq!(a.reason.as_deref(), Some("Invalid"));
+        assert_eq!(a.note.as_deref(), Some("mpirunArgs names -np"));
+        assert_eq!(a.reporting_controller.as_deref(), Some("mpiswarm-controller"));
+        assert_eq!(a.reporting_instance.as_deref(), Some("replica-1"));
+        assert_eq!(a.regarding.as_ref(), Some(&regarding));
+        assert!(a.series.is_none());
+        assert!(a.metadata.name.as_deref().is_some_and(|n| n.starts_with("pi.")), "{:?}", a.metadata.name);
+        assert_ne!(a.metadata.name, b.metadata.name, "two Events in one nanosecond got one name");
     }
 }

@@ -42,7 +42,6 @@ use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::Controller;
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
 use kube_lease_manager::LeaseManagerBuilder;
 use mpiswarm_crds::MpiJob;
@@ -230,11 +229,8 @@ pub async fn start(client: kube::Client, options: Options) -> Result<Running, Er
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let (commands_tx, commands_rx) = mpsc::unbounded_channel();
     let (trigger_tx, trigger_rx) = futures::channel::mpsc::unbounded();
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter { controller: context::FIELD_MANAGER.into(), instance: Some(options.identity.clone()) },
-    );
-    let ctx = Arc::new(Context::new(client.clone(), recorder, options.settings.clone(), commands_tx, trigger_tx));
+    let events = events::Publisher::new(client.clone(), context::FIELD_MANAGER, &options.identity);
+    let ctx = Arc::new(Context::new(client.clone(), events, options.settings.clone(), commands_tx, trigger_tx));
     let listener = tokio::net::TcpListener::bind(options.listen).await.map_err(|source| Error::Serve {
         what: "health and metrics",
         addr: options.listen.to_string(),

@@ -112,7 +112,7 @@ pub async fn apply(job: &MpiJob, ctx: &Context) -> Result<Requeue, Error> {
         observe_transition(ctx, job, &old, &planned.status, now);
         for event in events::transitions(&old, &planned.status) {
             // An Event that cannot be written must not undo a status that was.
-            if let Err(e) = ctx.recorder.publish(&event, &job.object_ref(&())).await {
+            if let Err(e) = ctx.events.publish(&event, &job.object_ref(&())).await {
                 tracing::warn!(error = %e, reason = %event.reason, "could not publish an Event");
             }
         }
