@@ -133,11 +133,15 @@ pub struct TestAgents {
 impl TestAgents {
     /// Starts one agent per spec against the offer layer at `master`.
     pub fn start(master: &str, specs: impl IntoIterator<Item = AgentSpec>) -> Self {
+        Self::start_through(|| AgentClient::new(master, None), specs)
+    }
+
+    /// Starts one agent per spec, each with its own client from `client`
+    /// (credentials, a CA to trust).
+    pub fn start_through(client: impl Fn() -> AgentClient, specs: impl IntoIterator<Item = AgentSpec>) -> Self {
         let changed = Arc::new(watch::channel(0).0);
-        let agents = specs
-            .into_iter()
-            .map(|s| TestAgent::start_sharing(AgentClient::new(master, None), s.info(), Arc::clone(&changed)))
-            .collect();
+        let agents =
+            specs.into_iter().map(|s| TestAgent::start_sharing(client(), s.info(), Arc::clone(&changed))).collect();
         Self { agents, changed: changed.subscribe() }
     }
 
