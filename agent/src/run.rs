@@ -16,6 +16,8 @@ use mpiswarm_mesos::AgentId;
 use mpiswarm_mesos::agent_api::{AgentInfo, Event, ReportedTask};
 use mpiswarm_mesos::agent_session::{self, AgentSide, Outgoing, SessionConfig};
 use mpiswarm_mesos::client::AgentClient;
+use mpiswarm_mesos::credential::Credential;
+use mpiswarm_mesos::tls::{self, CaFile};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Notify;
 
@@ -35,48 +37,71 @@ pub struct AgentArgs {
     pub master: String,
     /// Docker endpoint of a swarm manager (unix:///var/run/docker.sock,
     /// tcp://host:2375); default: DOCKER_HOST or the local socket.
-    #[arg(long)]
+    #[arg(long, env = "MPISWARM_AGENT_DOCKER")]
     pub docker: Option<String>,
     /// Extra attributes, `rack=r1,zone=a` (on top of the swarm node labels and hostname).
-    #[arg(long)]
+    #[arg(long, env = "MPISWARM_AGENT_ATTRIBUTES")]
     pub attributes: Option<String>,
     /// Resources to offer, Mesos syntax `cpus:4;mem:8192;network:1000`
     /// (default: what Docker reports for this node).
-    #[arg(long)]
+    #[arg(long, env = "MPISWARM_AGENT_RESOURCES")]
     pub resources: Option<String>,
     /// Where the agent keeps its id and task records across restarts.
-    #[arg(long, default_value = ".mpiswarm/agent")]
+    #[arg(long, default_value = ".mpiswarm/agent", env = "MPISWARM_AGENT_DATA_DIR")]
     pub data_dir: PathBuf,
     /// The swarm node (id or hostname) whose tasks this agent runs; default:
     /// the node of the --docker engine. Set it when the manager endpoint is
-    /// another node's engine (an agent per node, one manager).
-    #[arg(long)]
+    /// another node's engine (an agent per node, one manager), e.g. from a
+    /// Swarm template: MPISWARM_AGENT_NODE={{.Node.ID}}.
+    #[arg(long, env = "MPISWARM_AGENT_NODE")]
     pub node: Option<String>,
     /// Hostname to register with (default: the swarm node's hostname).
-    #[arg(long)]
+    #[arg(long, env = "MPISWARM_AGENT_HOSTNAME")]
     pub hostname: Option<String>,
-    /// Where to serve /healthz, /readyz, /metrics and /state (port 0: any free port).
-    #[arg(long, default_value = "127.0.0.1:5051")]
+    /// Where to serve /healthz, /readyz, /metrics, /state and /files (port 0:
+    /// any free port). Beyond loopback only with --tls-cert/--tls-key and
+    /// credentials for the master.
+    #[arg(long, default_value = "127.0.0.1:5051", env = "MPISWARM_AGENT_LISTEN")]
     pub listen: std::net::SocketAddr,
     /// Seconds between full resyncs with Swarm (events trigger them sooner).
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, env = "MPISWARM_AGENT_RESYNC_SECONDS")]
     pub resync_seconds: f64,
     /// Seconds a service labelled as this agent's but owned by no task is
     /// left alone before it is removed.
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = 60.0, env = "MPISWARM_AGENT_ORPHAN_GRACE_SECONDS")]
     pub orphan_grace_seconds: f64,
     /// The most bytes kept of each task's stdout and of its stderr (the
     /// last ones; served on /files/read).
-    #[arg(long, default_value_t = 8 * 1024 * 1024)]
+    #[arg(long, default_value_t = 8 * 1024 * 1024, env = "MPISWARM_AGENT_OUTPUT_LIMIT_BYTES")]
     pub output_limit_bytes: u64,
     /// Seconds the output of a task that ended by itself (FINISHED, FAILED)
     /// is kept after the agent forgot the task; killed tasks' output goes at once.
-    #[arg(long, default_value_t = 3600.0)]
+    #[arg(long, default_value_t = 3600.0, env = "MPISWARM_AGENT_OUTPUT_RETENTION_SECONDS")]
     pub output_retention_seconds: f64,
     /// A host directory under which tasks may bind-mount paths (HOST_PATH
-    /// volumes); repeatable. Without it, host paths are refused.
-    #[arg(long = "allow-host-path-prefix")]
+    /// volumes); repeatable (in the environment: separated by commas).
+    /// Without it, host paths are refused.
+    #[arg(long = "allow-host-path-prefix", env = "MPISWARM_AGENT_ALLOW_HOST_PATH_PREFIXES", value_delimiter = ',')]
     pub allow_host_path_prefixes: Vec<PathBuf>,
+    /// Principal to authenticate as to the master (HTTP basic, with --secret-file).
+    #[arg(long, env = "MPISWARM_AGENT_PRINCIPAL")]
+    pub principal: Option<String>,
+    /// File holding the principal's secret (e.g. a Docker secret in /run/secrets).
+    #[arg(long, env = "MPISWARM_AGENT_SECRET_FILE")]
+    pub secret_file: Option<PathBuf>,
+    /// A Mesos credential file instead of --principal/--secret-file:
+    /// `{"principal":"...","secret":"..."}` or `PRINCIPAL SECRET`.
+    #[arg(long, env = "MPISWARM_AGENT_CREDENTIAL", conflicts_with_all = ["principal", "secret_file"])]
+    pub credential: Option<PathBuf>,
+    /// PEM CA certificate(s) to trust for an https --master (instead of the public roots).
+    #[arg(long, env = "MPISWARM_AGENT_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// PEM certificate to serve the agent's endpoints over HTTPS; with --tls-key.
+    #[arg(long, env = "MPISWARM_AGENT_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "MPISWARM_AGENT_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +126,10 @@ pub enum AgentError {
     Stopped(&'static str),
     #[error("{0}")]
     HostPaths(String),
+    #[error(transparent)]
+    Credential(#[from] mpiswarm_mesos::credential::CredentialError),
+    #[error(transparent)]
+    Tls(#[from] mpiswarm_mesos::tls::TlsError),
 }
 
 fn seconds(flag: &'static str, value: f64) -> Result<Duration, AgentError> {
@@ -115,6 +144,7 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let orphan_grace = seconds("orphan-grace-seconds", args.orphan_grace_seconds)?;
     let output_retention = seconds("output-retention-seconds", args.output_retention_seconds)?;
     let host_paths = HostPaths::allow(&args.allow_host_path_prefixes).map_err(AgentError::HostPaths)?;
+    let security = Security::from_args(&args)?;
     // Bad flags are refused before anything touches Docker (no swarm init
     // on behalf of an agent that cannot start).
     node::resources(&node::NodeFacts::default(), args.resources.as_deref())?;
@@ -150,9 +180,10 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let local = listener.local_addr().map_err(|source| AgentError::Listen { addr: args.listen, source })?;
     tracing::info!(addr = %local, "serving /healthz /readyz /metrics /state /files");
     let app = crate::http::router(Arc::clone(&agent), Arc::clone(&connection));
-    let mut server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let mut server = tokio::spawn(serve(listener, app, security.tls));
 
-    let client = AgentClient::new(&args.master, None);
+    let client =
+        AgentClient::new(&args.master, security.credential.map(Credential::into_pair)).trusting(security.ca.as_ref());
     let _supervisor = supervise(Arc::clone(&agent), docker, resync_every, &spawner);
     // The port the HTTP endpoints really listen on (also with --listen ...:0),
     // so frameworks can find this agent's /files.
@@ -184,6 +215,47 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
         Err(e) => tracing::error!(error = %e, "stopping"),
     }
     ended
+}
+
+/// What the agent needs to talk safely: its credential for the master, the
+/// CA it trusts, and the TLS configuration of its own endpoints.
+struct Security {
+    credential: Option<Credential>,
+    ca: Option<CaFile>,
+    tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+impl Security {
+    /// Reads every file the flags name and applies the loopback rule, before
+    /// anything touches Docker.
+    fn from_args(args: &AgentArgs) -> Result<Self, AgentError> {
+        let credential =
+            Credential::from_flags(args.principal.as_deref(), args.secret_file.as_deref(), args.credential.as_deref())?;
+        let ca = args.ca_file.as_deref().map(CaFile::read).transpose()?;
+        let tls = tls::server_config_from_flags(args.tls_cert.as_deref(), args.tls_key.as_deref())?;
+        tls::check_listen(
+            args.listen,
+            tls.is_some(),
+            credential.is_some(),
+            "--tls-cert and --tls-key (MPISWARM_AGENT_TLS_CERT, MPISWARM_AGENT_TLS_KEY) and --principal with --secret-file or --credential (MPISWARM_AGENT_PRINCIPAL, MPISWARM_AGENT_SECRET_FILE, MPISWARM_AGENT_CREDENTIAL)",
+        )?;
+        Ok(Self { credential, ca, tls })
+    }
+}
+
+/// Serves the agent's endpoints, over HTTPS when `tls` is given.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> std::io::Result<()> {
+    match tls {
+        None => axum::serve(listener, app).await,
+        Some(config) => {
+            let config = axum_server::tls_rustls::RustlsConfig::from_config(config);
+            axum_server::from_tcp_rustls(listener.into_std()?, config)?.serve(app.into_make_service()).await
+        }
+    }
 }
 
 /// The agent as the shared subscribe / UPDATE loop sees it.

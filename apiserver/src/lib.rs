@@ -49,27 +49,27 @@ pub mod writer;
 #[derive(clap::Args, Debug, Clone)]
 pub struct ApiserverArgs {
     /// Address to listen on. TLS is always on except with --insecure-http.
-    #[arg(long, default_value = "127.0.0.1:6443")]
+    #[arg(long, default_value = "127.0.0.1:6443", env = "MPISWARM_APISERVER_LISTEN")]
     pub listen: SocketAddr,
     /// Directory for the database, the token, certificates and the kubeconfig.
-    #[arg(long, default_value = ".mpiswarm")]
+    #[arg(long, default_value = ".mpiswarm", env = "MPISWARM_APISERVER_DATA_DIR")]
     pub data_dir: PathBuf,
     /// Serve plain HTTP; refused unless listening on loopback. The token is
     /// still required, but kubectl never sends a bearer token over plain HTTP,
     /// so this mode is for other clients (benchmarks, curl) only.
-    #[arg(long)]
+    #[arg(long, env = "MPISWARM_APISERVER_INSECURE_HTTP")]
     pub insecure_http: bool,
     /// How many changes are kept for watches; older resourceVersions get 410 Expired.
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 20_000, env = "MPISWARM_APISERVER_WATCH_HISTORY")]
     pub watch_history: usize,
     /// Largest accepted request body, in bytes (kube-apiserver's limit is 3 MiB).
-    #[arg(long, default_value_t = 3 * 1024 * 1024)]
+    #[arg(long, default_value_t = 3 * 1024 * 1024, env = "MPISWARM_APISERVER_MAX_BODY_BYTES")]
     pub max_body_bytes: usize,
     /// Interval between BOOKMARK events for watchers that allow them.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 60, env = "MPISWARM_APISERVER_BOOKMARK_SECONDS")]
     pub bookmark_seconds: u64,
     /// Events last seen longer ago than this are deleted (kube-apiserver's --event-ttl).
-    #[arg(long, default_value_t = 3600)]
+    #[arg(long, default_value_t = 3600, env = "MPISWARM_APISERVER_EVENT_TTL_SECONDS")]
     pub event_ttl_seconds: u64,
 }
 

@@ -91,3 +91,35 @@ fn init_tracing() {
     let filter = EnvFilter::try_from_env("MPISWARM_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Swarm templates such as `{{.Node.ID}}` reach a process only through
+    /// its environment, so every flag of a long-running component must be
+    /// settable from a `MPISWARM_...` (or Kubernetes') environment variable.
+    #[test]
+    fn every_flag_of_every_component_has_an_environment_variable() {
+        let cli = Cli::command();
+        let mut missing = Vec::new();
+        let mut seen = 0;
+        for name in ["agent", "offers", "controller", "apiserver"] {
+            let sub = cli.find_subcommand(name).unwrap_or_else(|| panic!("no subcommand {name}"));
+            for arg in sub.get_arguments() {
+                let id = arg.get_id().as_str();
+                if matches!(id, "help" | "version") || arg.is_positional() {
+                    continue;
+                }
+                seen += 1;
+                match arg.get_env() {
+                    Some(env) if env.to_str().is_some_and(|e| e.starts_with("MPISWARM_") || e == "POD_NAMESPACE") => {}
+                    other => missing.push(format!("mpiswarm {name} --{id} (env: {other:?})")),
+                }
+            }
+        }
+        assert!(seen > 40, "only {seen} flags walked: the walk is broken");
+        assert!(missing.is_empty(), "flags without an environment variable: {missing:#?}");
+    }
+}

@@ -36,6 +36,8 @@ pub struct Settings {
     pub round_log: Option<std::path::PathBuf>,
     /// MpiJobs reconciled at the same time.
     pub concurrency: u16,
+    /// The CA an https master's certificate must chain to (`--ca-file`).
+    pub master_ca: Option<mpiswarm_mesos::tls::CaFile>,
 }
 
 impl Default for Settings {
@@ -48,6 +50,7 @@ impl Default for Settings {
             failover_timeout: 7.0 * 24.0 * 3600.0,
             round_log: None,
             concurrency: 16,
+            master_ca: None,
         }
     }
 }

@@ -34,6 +34,8 @@ use crate::round::{self, StartedGang};
 pub struct DriverConfig {
     pub master: String,
     pub credentials: Option<(String, String)>,
+    /// The CA to trust for an https master.
+    pub ca: Option<mpiswarm_mesos::tls::CaFile>,
     pub framework_name: String,
     pub user: String,
     pub framework_ids: FrameworkIdStore,
@@ -50,7 +52,7 @@ pub async fn run(
     mut commands: mpsc::UnboundedReceiver<Command>,
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), Error> {
-    let client = SchedulerClient::new(&config.master, config.credentials.clone());
+    let client = SchedulerClient::new(&config.master, config.credentials.clone()).trusting(config.ca.as_ref());
     let backoff = Backoff { initial: Duration::from_millis(200), max: Duration::from_secs(5) };
     let mut roles: BTreeSet<String> = BTreeSet::from(["*".to_owned()]);
     let mut attempt = 0u32;

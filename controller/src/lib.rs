@@ -59,9 +59,13 @@ pub struct ControllerArgs {
     /// The Mesos master (our offer layer, or a real Mesos master).
     #[arg(long, env = "MPISWARM_MASTER", default_value = "http://127.0.0.1:5050")]
     pub master: String,
-    /// File holding `principal secret` for the master's authentication.
+    /// A Mesos credential file for the master's authentication:
+    /// `{"principal":"...","secret":"..."}` or `principal secret`.
     #[arg(long, env = "MPISWARM_MASTER_CREDENTIALS")]
     pub master_credentials: Option<PathBuf>,
+    /// PEM CA certificate(s) to trust for an https --master (instead of the public roots).
+    #[arg(long, env = "MPISWARM_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
     /// Watch MpiJobs of this namespace only (default: all namespaces).
     #[arg(long, env = "MPISWARM_NAMESPACE")]
     pub namespace: Option<String>,
@@ -106,23 +110,19 @@ pub struct Options {
 
 impl ControllerArgs {
     pub fn options(&self) -> Result<Options, Error> {
-        let credentials = match &self.master_credentials {
-            None => None,
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| Error::Config(format!("--master-credentials {}: {e}", path.display())))?;
-                let mut words = text.split_whitespace();
-                match (words.next(), words.next()) {
-                    (Some(p), Some(s)) => Some((p.to_owned(), s.to_owned())),
-                    _ => {
-                        return Err(Error::Config(format!(
-                            "--master-credentials {} must hold 'principal secret'",
-                            path.display()
-                        )));
-                    }
-                }
-            }
-        };
+        let credentials = self
+            .master_credentials
+            .as_deref()
+            .map(mpiswarm_mesos::credential::Credential::from_file)
+            .transpose()
+            .map_err(|e| Error::Config(format!("--master-credentials: {e}")))?
+            .map(mpiswarm_mesos::credential::Credential::into_pair);
+        let master_ca = self
+            .ca_file
+            .as_deref()
+            .map(mpiswarm_mesos::tls::CaFile::read)
+            .transpose()
+            .map_err(|e| Error::Config(format!("--ca-file: {e}")))?;
         let backfill = if self.backfill_seconds == 0 {
             mpiswarm_policy::Backfill::Off
         } else {
@@ -141,6 +141,7 @@ impl ControllerArgs {
                 backfill,
                 round_log: self.round_log.clone(),
                 concurrency: self.concurrency.max(1),
+                master_ca,
                 ..Settings::default()
             },
         })
@@ -306,6 +307,7 @@ async fn lead(
         driver::DriverConfig {
             master: options.master.clone(),
             credentials: options.credentials.clone(),
+            ca: options.settings.master_ca.clone(),
             framework_name: "mpiswarm".to_owned(),
             user: "root".to_owned(),
             framework_ids: framework_id::FrameworkIdStore::new(

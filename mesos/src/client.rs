@@ -104,11 +104,17 @@ impl Endpoint {
     /// `base` is the master's address, e.g. `http://127.0.0.1:5050`; `path`
     /// the API path.
     pub fn new(base: &str, path: &str, credentials: Option<(String, String)>) -> Self {
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap_or_else(|_| reqwest::Client::new());
-        Self { http, url: Arc::new(Mutex::new(format!("{}{path}", base.trim_end_matches('/')))), credentials }
+        Self {
+            http: crate::tls::http_client(None),
+            url: Arc::new(Mutex::new(format!("{}{path}", base.trim_end_matches('/')))),
+            credentials,
+        }
+    }
+
+    /// Trust `ca` only (an https master with a private CA).
+    pub fn trusting(mut self, ca: Option<&crate::tls::CaFile>) -> Self {
+        self.http = crate::tls::http_client(ca);
+        self
     }
 
     /// The URL calls currently go to (after any redirect).
@@ -262,6 +268,12 @@ impl SchedulerClient {
         Self { endpoint: Endpoint::new(base, "/api/v1/scheduler", credentials), stream_id: Arc::default() }
     }
 
+    /// Trust `ca` only (an https master with a private CA).
+    pub fn trusting(mut self, ca: Option<&crate::tls::CaFile>) -> Self {
+        self.endpoint = self.endpoint.trusting(ca);
+        self
+    }
+
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
     }
@@ -311,6 +323,12 @@ pub struct AgentClient {
 impl AgentClient {
     pub fn new(base: &str, credentials: Option<(String, String)>) -> Self {
         Self { endpoint: Endpoint::new(base, agent_api::PATH, credentials), stream_id: Arc::default() }
+    }
+
+    /// Trust `ca` only (an https offer layer with a private CA).
+    pub fn trusting(mut self, ca: Option<&crate::tls::CaFile>) -> Self {
+        self.endpoint = self.endpoint.trusting(ca);
+        self
     }
 
     /// SUBSCRIBEs and waits for SUBSCRIBED (which carries the agent id to persist).

@@ -12,16 +12,20 @@
 //!   agent API (node agents);
 //! - [`agent_session`]: the agent's one subscribe / re-subscribe / UPDATE
 //!   delivery loop, shared by `mpiswarm agent` and the test agent.
+//! - [`credential`] and [`tls`]: principal and secret files, certificates,
+//!   CA files, and the rule that nothing listens beyond loopback without them.
 //!
 //! JSON follows protobuf's JSON mapping as Mesos' stout writes and reads it:
 //! field names in snake_case, enums as their names, `bytes` as base64,
 //! unknown fields ignored, missing required fields rejected. This crate
-//! does no I/O except in [`client`] and [`agent_session`].
+//! does no I/O except in [`client`], [`agent_session`] and the file reading
+//! of [`credential`] and [`tls`].
 
 pub mod agent_api;
 pub mod agent_session;
 pub mod base64_bytes;
 pub mod client;
+pub mod credential;
 
 pub mod framework;
 pub mod ids;
@@ -34,6 +38,7 @@ pub mod roles;
 pub mod scheduler;
 pub mod status;
 pub mod task;
+pub mod tls;
 
 pub use base64_bytes::Bytes;
 pub use framework::{Address, Filters, FrameworkInfo, MasterInfo, Url};

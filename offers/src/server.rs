@@ -7,7 +7,7 @@ use crate::http::{HttpConfig, Shared, router};
 use crate::master::{Master, MasterConfig, WallClock};
 use crate::registrar::Registrar;
 use crate::registry::Registry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,36 +23,44 @@ pub struct OffersArgs {
     #[arg(long, env = "MPISWARM_OFFERS_DATA_DIR")]
     pub data_dir: PathBuf,
     /// Role weights for DRF, e.g. `mpi=2,batch=1` (default weight 1).
-    #[arg(long, default_value = "", value_parser = parse_weights)]
+    #[arg(long, default_value = "", value_parser = parse_weights, env = "MPISWARM_OFFERS_WEIGHTS")]
     pub weights: BTreeMap<String, f64>,
     /// Seconds between batch allocation runs.
-    #[arg(long, default_value_t = 1.0, value_parser = parse_seconds)]
+    #[arg(long, default_value_t = 1.0, value_parser = parse_seconds, env = "MPISWARM_OFFERS_ALLOCATION_INTERVAL")]
     pub allocation_interval: f64,
     /// Seconds after which unanswered offers are rescinded (never if unset).
-    #[arg(long, value_parser = parse_seconds)]
+    #[arg(long, value_parser = parse_seconds, env = "MPISWARM_OFFERS_OFFER_TIMEOUT")]
     pub offer_timeout: Option<f64>,
     /// Seconds between HEARTBEAT events.
-    #[arg(long, default_value_t = 15.0, value_parser = parse_seconds)]
+    #[arg(long, default_value_t = 15.0, value_parser = parse_seconds, env = "MPISWARM_OFFERS_HEARTBEAT_INTERVAL")]
     pub heartbeat_interval: f64,
     /// Seconds a disconnected agent (or, after a restart, a registered one)
     /// has to come back before its tasks are LOST.
-    #[arg(long, default_value_t = 75.0, value_parser = parse_seconds)]
+    #[arg(long, default_value_t = 75.0, value_parser = parse_seconds, env = "MPISWARM_OFFERS_AGENT_REREGISTER_TIMEOUT")]
     pub agent_reregister_timeout: f64,
     /// Seconds between re-sends of an unacknowledged status update.
-    #[arg(long, default_value_t = 10.0, value_parser = parse_seconds)]
+    #[arg(long, default_value_t = 10.0, value_parser = parse_seconds, env = "MPISWARM_OFFERS_STATUS_UPDATE_RETRY_INTERVAL")]
     pub status_update_retry_interval: f64,
     /// Mesos credentials JSON (`{"credentials":[{"principal":..,"secret":..}]}`);
-    /// when given, the APIs require HTTP basic authentication.
-    #[arg(long)]
+    /// when given, the APIs require HTTP basic authentication. Required to
+    /// listen beyond loopback.
+    #[arg(long, env = "MPISWARM_OFFERS_CREDENTIALS")]
     pub credentials: Option<PathBuf>,
+    /// PEM certificate (then its chain) to serve HTTPS with; with --tls-key.
+    /// Required to listen beyond loopback.
+    #[arg(long, env = "MPISWARM_OFFERS_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "MPISWARM_OFFERS_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Largest accepted request body, in bytes.
-    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    #[arg(long, default_value_t = 4 * 1024 * 1024, env = "MPISWARM_OFFERS_MAX_BODY_BYTES")]
     pub max_body_bytes: usize,
     /// Run as a non-leading master that redirects (307) every scheduler call to HOST:PORT.
-    #[arg(long)]
+    #[arg(long, env = "MPISWARM_OFFERS_REDIRECT_TO")]
     pub redirect_to: Option<String>,
     /// Hostname advertised in MasterInfo (default: the listen address).
-    #[arg(long)]
+    #[arg(long, env = "MPISWARM_OFFERS_ADVERTISE_HOST")]
     pub advertise_host: Option<String>,
 }
 
@@ -61,12 +69,10 @@ pub struct OffersArgs {
 pub enum Error {
     #[error(transparent)]
     Registry(#[from] crate::registry::RegistryError),
-    #[error("cannot read the credentials file {path}: {source}")]
-    CredentialsRead { path: PathBuf, source: std::io::Error },
-    #[error(
-        "the credentials file {path} is not Mesos credentials JSON ({source}); expected {{\"credentials\":[{{\"principal\":\"...\",\"secret\":\"...\"}}]}}"
-    )]
-    CredentialsParse { path: PathBuf, source: serde_json::Error },
+    #[error(transparent)]
+    Credentials(#[from] mpiswarm_mesos::credential::CredentialError),
+    #[error(transparent)]
+    Tls(#[from] mpiswarm_mesos::tls::TlsError),
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: SocketAddr, source: std::io::Error },
     #[error("the HTTP server failed: {0}")]
@@ -103,28 +109,11 @@ pub fn parse_weights(s: &str) -> Result<BTreeMap<String, f64>, String> {
     Ok(out)
 }
 
-#[derive(serde::Deserialize)]
-struct CredentialsFile {
-    credentials: Vec<Credential>,
-}
-
-#[derive(serde::Deserialize)]
-struct Credential {
-    principal: String,
-    #[serde(default)]
-    secret: String,
-}
-
-fn load_credentials(path: &PathBuf) -> Result<HashMap<String, String>, Error> {
-    let bytes = std::fs::read(path).map_err(|source| Error::CredentialsRead { path: path.clone(), source })?;
-    let file: CredentialsFile =
-        serde_json::from_slice(&bytes).map_err(|source| Error::CredentialsParse { path: path.clone(), source })?;
-    Ok(file.credentials.into_iter().map(|c| (c.principal, c.secret)).collect())
-}
-
 /// A server that is listening; dropping it does not stop it, [`Running::stop`] does.
 pub struct Running {
     pub addr: SocketAddr,
+    /// Whether it serves HTTPS.
+    pub tls: bool,
     pub shared: Arc<Shared>,
     task: tokio::task::JoinHandle<Result<(), Error>>,
     stop: tokio::sync::watch::Sender<bool>,
@@ -142,9 +131,9 @@ fn joined(result: Result<Result<(), Error>, tokio::task::JoinError>, what: &str)
 }
 
 impl Running {
-    /// `http://ADDR`.
+    /// `http://ADDR`, or `https://ADDR` with TLS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", if self.tls { "https" } else { "http" }, self.addr)
     }
 
     /// Stops serving (open streams end), waits for the server to finish and
@@ -177,7 +166,14 @@ impl Running {
 pub async fn start(args: OffersArgs) -> Result<Running, Error> {
     let registry = Registry::open(&args.data_dir)?;
     let registrar = Registrar::spawn(registry.path().to_owned())?;
-    let credentials = args.credentials.as_ref().map(load_credentials).transpose()?;
+    let credentials = args.credentials.as_deref().map(mpiswarm_mesos::credential::read_credentials).transpose()?;
+    let tls = mpiswarm_mesos::tls::server_config_from_flags(args.tls_cert.as_deref(), args.tls_key.as_deref())?;
+    mpiswarm_mesos::tls::check_listen(
+        args.listen,
+        tls.is_some(),
+        credentials.is_some(),
+        "--tls-cert and --tls-key (MPISWARM_OFFERS_TLS_CERT, MPISWARM_OFFERS_TLS_KEY) and --credentials (MPISWARM_OFFERS_CREDENTIALS)",
+    )?;
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.map_err(|source| Error::Bind { addr: args.listen, source })?;
     let addr = listener.local_addr().map_err(|source| Error::Bind { addr: args.listen, source })?;
@@ -218,9 +214,10 @@ pub async fn start(args: OffersArgs) -> Result<Running, Error> {
         }
     };
     let app = router(shared.clone());
-    let (task, stop) = serve(listener, app, clock, shared.fatal.clone());
-    tracing::info!(%addr, "offer layer listening");
-    Ok(Running { addr, shared, task, stop })
+    let served = tls.is_some();
+    let (task, stop) = serve(listener, tls, app, clock, shared.fatal.clone());
+    tracing::info!(%addr, tls = served, "offer layer listening");
+    Ok(Running { addr, tls: served, shared, task, stop })
 }
 
 /// Serves `app` and runs `clock` (a loop that never returns) until stopped,
@@ -228,6 +225,7 @@ pub async fn start(args: OffersArgs) -> Result<Running, Error> {
 /// task ends with [`Error::Panicked`].
 fn serve(
     listener: tokio::net::TcpListener,
+    tls: Option<Arc<rustls::ServerConfig>>,
     app: axum::Router,
     clock: impl Future<Output = ()> + Send + 'static,
     fatal: crate::fatal::Fatal,
@@ -235,11 +233,28 @@ fn serve(
     let (stop, mut stopped) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(async move {
         let mut clock = tokio::spawn(clock);
-        let served = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(async move {
-                let _ = stopped.changed().await;
-            })
-            .into_future();
+        let app = app.into_make_service_with_connect_info::<SocketAddr>();
+        let served = async move {
+            match tls {
+                None => {
+                    axum::serve(listener, app)
+                        .with_graceful_shutdown(async move {
+                            let _ = stopped.changed().await;
+                        })
+                        .await
+                }
+                Some(config) => {
+                    let handle = axum_server::Handle::new();
+                    let stopping = handle.clone();
+                    tokio::spawn(async move {
+                        let _ = stopped.changed().await;
+                        stopping.graceful_shutdown(None);
+                    });
+                    let config = axum_server::tls_rustls::RustlsConfig::from_config(config);
+                    axum_server::from_tcp_rustls(listener.into_std()?, config)?.handle(handle).serve(app).await
+                }
+            }
+        };
         let result = tokio::select! {
             served = served => served.map_err(Error::Serve),
             ended = &mut clock => match ended {
@@ -316,7 +331,7 @@ mod tests {
         let fatal = crate::fatal::Fatal::default();
         let app = axum::Router::new().route("/boom", axum::routing::get(boom)).layer(fatal.catch_panic_layer());
         let (listener, addr) = bound().await;
-        let (task, _stop) = serve(listener, app, std::future::pending(), fatal);
+        let (task, _stop) = serve(listener, None, app, std::future::pending(), fatal);
         let resp = reqwest::get(format!("http://{addr}/boom")).await.unwrap();
         assert_eq!(resp.status().as_u16(), 500);
         assert!(resp.text().await.unwrap().contains("boom"));
@@ -328,7 +343,7 @@ mod tests {
     async fn a_panicking_clock_ends_the_server_with_an_error() {
         let (listener, _) = bound().await;
         let clock = async { panic!("tick") };
-        let (task, _stop) = serve(listener, axum::Router::new(), clock, crate::fatal::Fatal::default());
+        let (task, _stop) = serve(listener, None, axum::Router::new(), clock, crate::fatal::Fatal::default());
         let err = ended(task).await.unwrap_err();
         assert!(matches!(&err, Error::Panicked(m) if m == "the master's clock panicked: tick"), "{err}");
     }
@@ -336,19 +351,9 @@ mod tests {
     #[tokio::test]
     async fn a_stopped_server_ends_with_success() {
         let (listener, _) = bound().await;
-        let (task, stop) = serve(listener, axum::Router::new(), std::future::pending(), crate::fatal::Fatal::default());
+        let (task, stop) =
+            serve(listener, None, axum::Router::new(), std::future::pending(), crate::fatal::Fatal::default());
         stop.send(true).unwrap();
         ended(task).await.unwrap();
-    }
-
-    #[test]
-    fn a_credentials_file_in_the_wrong_format_is_a_clear_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("creds.json");
-        std::fs::write(&path, r#"{"principal":"p"}"#).unwrap();
-        let err = load_credentials(&path).unwrap_err().to_string();
-        assert!(err.contains("creds.json") && err.contains("\"credentials\""), "{err}");
-        let missing = load_credentials(&dir.path().join("nope.json")).unwrap_err().to_string();
-        assert!(missing.contains("nope.json"), "{missing}");
     }
 }

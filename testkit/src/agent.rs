@@ -42,10 +42,15 @@ impl TestAgent {
 
     /// Starts an agent with a full `AgentInfo` (set `id` to re-register as a known agent).
     pub fn start_with(master: &str, info: AgentInfo) -> Self {
-        Self::start_sharing(master, info, Arc::new(watch::channel(0).0))
+        Self::start_sharing(AgentClient::new(master, None), info, Arc::new(watch::channel(0).0))
     }
 
-    fn start_sharing(master: &str, info: AgentInfo, changed: Arc<watch::Sender<u64>>) -> Self {
+    /// Starts an agent that talks through `client` (credentials, a CA to trust).
+    pub fn start_with_client(client: AgentClient, info: AgentInfo) -> Self {
+        Self::start_sharing(client, info, Arc::new(watch::channel(0).0))
+    }
+
+    fn start_sharing(client: AgentClient, info: AgentInfo, changed: Arc<watch::Sender<u64>>) -> Self {
         let (outbox, outbox_rx) = mpsc::unbounded_channel();
         let hostname = info.hostname.clone();
         let inner = Arc::new(Inner::new(info, outbox, Arc::clone(&changed)));
@@ -55,7 +60,7 @@ impl TestAgent {
             ..SessionConfig::default()
         };
         let side = Arc::new(Side(Arc::clone(&inner)));
-        let session = tokio::spawn(agent_session::run(AgentClient::new(master, None), side, outbox_rx, config));
+        let session = tokio::spawn(agent_session::run(client, side, outbox_rx, config));
         Self { hostname, subscribed: inner.subscriptions(), inner, changed: changed.subscribe(), session }
     }
 
@@ -128,9 +133,15 @@ pub struct TestAgents {
 impl TestAgents {
     /// Starts one agent per spec against the offer layer at `master`.
     pub fn start(master: &str, specs: impl IntoIterator<Item = AgentSpec>) -> Self {
+        Self::start_through(|| AgentClient::new(master, None), specs)
+    }
+
+    /// Starts one agent per spec, each with its own client from `client`
+    /// (credentials, a CA to trust).
+    pub fn start_through(client: impl Fn() -> AgentClient, specs: impl IntoIterator<Item = AgentSpec>) -> Self {
         let changed = Arc::new(watch::channel(0).0);
         let agents =
-            specs.into_iter().map(|s| TestAgent::start_sharing(master, s.info(), Arc::clone(&changed))).collect();
+            specs.into_iter().map(|s| TestAgent::start_sharing(client(), s.info(), Arc::clone(&changed))).collect();
         Self { agents, changed: changed.subscribe() }
     }
 

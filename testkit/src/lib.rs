@@ -3,6 +3,7 @@
 //! - [`agent`]: [`TestAgent`] and [`TestAgents`], in-process node agents
 //!   that speak the real agent API over HTTP and keep no containers;
 //! - [`spec`]: [`AgentSpec`], what an agent is;
+//! - [`pki`]: [`TestPki`], a throwaway CA, server certificate and credentials as files;
 //! - [`books`]: the tasks an agent holds and how events move them;
 //! - [`program`]: how a test agent ends a task by its command's last words
 //!   (`true`, `false`, `exit N`, `sleep N`, or never), and the
@@ -34,12 +35,14 @@
 
 pub mod agent;
 pub mod books;
+pub mod pki;
 pub mod process;
 pub mod program;
 pub mod spec;
 
 pub use agent::{DEADLINE, TestAgent, TestAgents};
 pub use books::TestTask;
+pub use pki::TestPki;
 pub use process::output_within;
 pub use program::{FAIL_LAUNCH_LABEL, Outcome};
 pub use spec::AgentSpec;

@@ -22,6 +22,12 @@ pub const DEADLINE: Duration = Duration::from_secs(120);
 pub const COMMAND_DEADLINE: Duration = Duration::from_secs(120);
 
 #[derive(Parser)]
+struct ControllerCli {
+    #[command(flatten)]
+    args: mpiswarm_controller::ControllerArgs,
+}
+
+#[derive(Parser)]
 struct OffersCli {
     #[command(flatten)]
     args: mpiswarm_offers::OffersArgs,
@@ -33,6 +39,9 @@ pub enum Agents {
     Test(Vec<AgentSpec>),
     /// One real `mpiswarm agent` on this machine's Docker engine (single-node swarm).
     Docker,
+    /// In-process test agents whose clients (credentials, CA) come from the
+    /// function, given the offer layer's URL.
+    Through(Vec<AgentSpec>, Box<dyn Fn(&str) -> mpiswarm_mesos::client::AgentClient>),
 }
 
 pub struct Stack {
@@ -101,6 +110,62 @@ impl Stack {
     }
 
     async fn start_full(agents: Agents, tweak: impl FnOnce(&mut Settings), with_controller: bool) -> Self {
+        Self::start_tweaked(agents, tweak, with_controller, |_| {}).await
+    }
+
+    /// The stack as it runs off loopback: the offer layer serves TLS and
+    /// requires credentials; the test agents send them and trust its CA;
+    /// the controller is configured from its command-line flags
+    /// (`--master-credentials`, `--ca-file`).
+    pub async fn start_secure(agents: Vec<AgentSpec>, pki: &mpiswarm_testkit::TestPki) -> Self {
+        let creds = pki.credentials_file("mpiswarm", "s3cret");
+        let credential = pki.secret_file("controller-credential", "mpiswarm s3cret");
+        let ca = mpiswarm_mesos::tls::CaFile::read(&pki.ca_file).expect("the test CA");
+        let through = Agents::Through(
+            agents,
+            Box::new(move |url| {
+                mpiswarm_mesos::client::AgentClient::new(url, Some(("mpiswarm".into(), "s3cret".into())))
+                    .trusting(Some(&ca))
+            }),
+        );
+        let mut s = Self::start_tweaked(
+            through,
+            |_| {},
+            false,
+            |a| {
+                a.credentials = Some(creds);
+                a.tls_cert = Some(pki.cert_file.clone());
+                a.tls_key = Some(pki.key_file.clone());
+            },
+        )
+        .await;
+        let offers_url = s.offers.url();
+        let cli = ControllerCli::parse_from([
+            "controller".as_ref(),
+            "--master".as_ref(),
+            offers_url.as_ref(),
+            "--master-credentials".as_ref(),
+            credential.as_os_str(),
+            "--ca-file".as_ref(),
+            pki.ca_file.as_os_str(),
+            "--listen".as_ref(),
+            "127.0.0.1:0".as_ref(),
+            "--lease-seconds".as_ref(),
+            "4".as_ref(),
+            "--launch-timeout-seconds".as_ref(),
+            "30".as_ref(),
+        ]);
+        let options = cli.args.options().expect("the controller's flags are valid");
+        s.controller = Some(mpiswarm_controller::start(s.client.clone(), options).await.expect("controller starts"));
+        s
+    }
+
+    async fn start_tweaked(
+        agents: Agents,
+        tweak: impl FnOnce(&mut Settings),
+        with_controller: bool,
+        tweak_offers: impl FnOnce(&mut mpiswarm_offers::OffersArgs),
+    ) -> Self {
         init_tracing();
         let dir = tempfile::tempdir().expect("tempdir");
         let api = mpiswarm_apiserver::start(mpiswarm_apiserver::ApiserverArgs::for_dir(dir.path().join("api")))
@@ -110,9 +175,12 @@ impl Stack {
         install_crd(&client).await;
         let offers_dir = dir.path().join("offers");
         std::fs::create_dir_all(&offers_dir).expect("offers dir");
-        let offers = mpiswarm_offers::start(offers_args(&offers_dir)).await.expect("offer layer starts");
+        let mut args = offers_args(&offers_dir);
+        tweak_offers(&mut args);
+        let offers = mpiswarm_offers::start(args).await.expect("offer layer starts");
         let (mut agents, docker_agent) = match agents {
             Agents::Test(specs) => (TestAgents::start(&offers.url(), specs), None),
+            Agents::Through(specs, client) => (TestAgents::start_through(|| client(&offers.url()), specs), None),
             Agents::Docker => {
                 (TestAgents::start(&offers.url(), []), Some(docker_agent(&offers.url(), &dir.path().join("agent"))))
             }

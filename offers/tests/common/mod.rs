@@ -24,6 +24,8 @@ pub fn args(data_dir: &std::path::Path) -> OffersArgs {
         agent_reregister_timeout: 75.0,
         status_update_retry_interval: 10.0,
         credentials: None,
+        tls_cert: None,
+        tls_key: None,
         max_body_bytes: 4 * 1024 * 1024,
         redirect_to: None,
         advertise_host: None,
@@ -78,7 +80,11 @@ pub struct Framework {
 
 impl Framework {
     pub async fn subscribe(url: &str, info: FrameworkInfo) -> Self {
-        let client = SchedulerClient::new(url, None);
+        Self::subscribe_with(SchedulerClient::new(url, None), info).await
+    }
+
+    /// Subscribes through `client` (credentials, a CA to trust).
+    pub async fn subscribe_with(client: SchedulerClient, info: FrameworkInfo) -> Self {
         let Subscription { subscribed, events, .. } = client.subscribe(info.clone()).await.unwrap();
         let mut info = info;
         info.id = Some(subscribed.framework_id.clone());
