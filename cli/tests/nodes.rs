@@ -87,6 +87,10 @@ fn up_nodes_runs_hpcc_across_node_containers_and_down_leaves_nothing() {
         (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}\n{}", log(&dir));
     assert!(stderr.contains("pack on node"), "the placement is shown: {stderr}");
+    // `run` ends with the launcher's last lines; the whole output is kept by its agent.
+    let logs = mpiswarm(&["logs", "hpcc-network"], &dir);
+    let stdout = String::from_utf8_lossy(&logs.stdout).into_owned();
+    assert!(logs.status.success(), "mpiswarm logs: {}", String::from_utf8_lossy(&logs.stderr));
     for result in
         ["HPL_Tflops=", "PTRANS_GBs=", "StarSTREAM_Triad=", "AvgPingPongLatency_usec=", "AvgPingPongBandwidth_GBytes="]
     {
