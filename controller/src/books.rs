@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use kube::runtime::reflector::ObjectRef;
-use mpiswarm_crds::{MpiJob, MpiJobSpec};
+use mpiswarm_crds::MpiJob;
 use mpiswarm_mesos::{TaskState, TaskStatus};
 use mpiswarm_policy::{AgentCapacity, JobDemand};
 
@@ -24,7 +24,10 @@ use crate::plan::{QueueView, first_clause};
 #[derive(Debug)]
 pub struct LaunchInputs {
     pub identity: JobIdentity,
-    pub spec: MpiJobSpec,
+    /// The object in the reflector's cache (shared, not a copy of its spec):
+    /// every reconcile of a waiting job swaps in the current one, so the
+    /// books never keep an old version alive.
+    pub job: Arc<MpiJob>,
     pub ssh_private_key: Vec<u8>,
 }
 
@@ -92,6 +95,24 @@ impl Books {
                 true
             }
         }
+    }
+
+    /// For a job already waiting with this gang generation: swaps in the
+    /// current object and returns true (nothing else to fetch).
+    pub fn refresh(&self, uid: &str, generation: u32, job: &Arc<MpiJob>) -> bool {
+        let mut inner = self.lock();
+        let Some(q) = inner.jobs.get_mut(uid).and_then(|j| j.queue.as_mut()) else { return false };
+        if q.generation != generation {
+            return false;
+        }
+        if !Arc::ptr_eq(&q.launch.job, job) {
+            q.launch = Arc::new(LaunchInputs {
+                identity: q.launch.identity.clone(),
+                job: job.clone(),
+                ssh_private_key: q.launch.ssh_private_key.clone(),
+            });
+        }
+        true
     }
 
     pub fn dequeue(&self, uid: &str) {

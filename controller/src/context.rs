@@ -38,6 +38,9 @@ pub struct Settings {
     pub concurrency: u16,
     /// The CA an https master's certificate must chain to (`--ca-file`).
     pub master_ca: Option<mpiswarm_mesos::tls::CaFile>,
+    /// How long a deletion waits in one pass for the gang's tasks to end
+    /// (then the reconcile fails and is retried, sending the KILLs again).
+    pub teardown_wait: std::time::Duration,
 }
 
 impl Default for Settings {
@@ -51,6 +54,7 @@ impl Default for Settings {
             round_log: None,
             concurrency: 16,
             master_ca: None,
+            teardown_wait: std::time::Duration::from_secs(20),
         }
     }
 }
@@ -109,16 +113,32 @@ impl Context {
     }
 
     /// One async lock per job: the reconciler and the driver's status write
-    /// of a freshly placed gang never interleave.
-    pub fn job_lock(&self, uid: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self.locks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        locks.entry(uid.to_owned()).or_default().clone()
+    /// of a freshly placed gang never interleave. The lock exists only while
+    /// someone holds or awaits it (thousands of idle jobs keep none).
+    pub async fn lock_job(&self, uid: &str) -> JobGuard<'_> {
+        let lock = self
+            .locks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(uid.to_owned())
+            .or_default()
+            .clone();
+        let held = lock.lock_owned().await;
+        JobGuard { ctx: self, uid: uid.to_owned(), held: Some(held) }
     }
 
-    /// The status this controller last wrote for the job (newer than a
-    /// cached object whose watch event has not arrived yet).
-    pub fn written_status(&self, uid: &str) -> Option<MpiJobStatus> {
-        self.written.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(uid).cloned()
+    /// The status this controller last wrote for the job, while the cached
+    /// object (whose status is `cached`) has not caught up with it. Once it
+    /// has, the copy is dropped: the reflector only moves forward, so the
+    /// cache is at least as new from then on.
+    pub fn written_status(&self, uid: &str, cached: Option<&MpiJobStatus>) -> Option<MpiJobStatus> {
+        let mut written = self.written.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let last = written.get(uid)?;
+        if cached == Some(last) {
+            written.remove(uid);
+            return None;
+        }
+        Some(last.clone())
     }
 
     pub fn remember_status(&self, uid: &str, status: MpiJobStatus) {
@@ -145,6 +165,27 @@ impl Context {
     /// Asks the controller to reconcile a job soon.
     pub fn wake(&self, key: ObjectRef<MpiJob>) {
         let _ignored = self.trigger.unbounded_send(key);
+    }
+}
+
+/// A held job lock (see [`Context::lock_job`]).
+pub struct JobGuard<'a> {
+    ctx: &'a Context,
+    uid: String,
+    held: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Drop for JobGuard<'_> {
+    fn drop(&mut self) {
+        let Some(held) = self.held.take() else { return };
+        // Under the map's lock nobody can take a new handle to this mutex, and
+        // every holder or waiter owns one: the map's and ours only means idle.
+        let mut locks = self.ctx.locks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mutex = tokio::sync::OwnedMutexGuard::mutex(&held).clone();
+        drop(held);
+        if Arc::strong_count(&mutex) == 2 && locks.get(&self.uid).is_some_and(|m| Arc::ptr_eq(m, &mutex)) {
+            locks.remove(&self.uid);
+        }
     }
 }
 

@@ -326,7 +326,7 @@ impl Session<'_> {
             None => true,
             Some(job) => {
                 let uid = job.uid().unwrap_or_default();
-                let status = self.ctx.written_status(&uid).or_else(|| job.status.clone());
+                let status = self.ctx.written_status(&uid, job.status.as_ref()).or_else(|| job.status.clone());
                 let current = status.and_then(|s| s.gang_generation).unwrap_or(0).max(0) as u32;
                 name.generation < current
             }

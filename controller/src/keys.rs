@@ -27,13 +27,16 @@ pub fn generate() -> Result<(Vec<u8>, String), Error> {
     Ok((private.as_bytes().to_vec(), public))
 }
 
-/// The job's private key, creating its Secret on first use.
-pub async fn ensure(client: &kube::Client, job: &MpiJob) -> Result<Vec<u8>, Error> {
+/// The job's private key, creating its Secret on first use. For a `fresh`
+/// job (never reconciled: its Secret cannot exist yet) the Secret is created
+/// without asking first, which saves a request per new job; a 409 (a
+/// previous leader got that far) falls back to reading it.
+pub async fn ensure(client: &kube::Client, job: &MpiJob, fresh: bool) -> Result<Vec<u8>, Error> {
     let ns = job.namespace().ok_or(Error::MissingNamespace)?;
     let uid = job.uid().ok_or(Error::MissingUid)?;
     let name = names::ssh_secret(&job.name_any(), &uid);
     let api: Api<Secret> = Api::namespaced(client.clone(), &ns);
-    if let Some(found) = api.get_opt(&name).await? {
+    if !fresh && let Some(found) = api.get_opt(&name).await? {
         return private_key_of(&found, &name);
     }
     let (private, public) = generate()?;

@@ -18,6 +18,8 @@ pub mod demand;
 pub mod driver;
 pub mod error;
 pub mod events;
+#[cfg(test)]
+mod fixtures;
 pub mod framework_id;
 pub mod gang;
 mod http;
@@ -49,6 +51,9 @@ use tokio::sync::{mpsc, watch};
 
 pub use context::{Context, Settings};
 pub use error::Error;
+
+/// kubectl's client-side-apply annotation: a JSON copy of the applied object.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// `mpiswarm controller`.
 #[derive(clap::Args, Debug, Clone)]
@@ -286,13 +291,14 @@ async fn lead(
         None => Api::all(client.clone()),
     };
     // The cache keeps every MpiJob for the controller's life; managedFields
-    // (often the larger half of an object) are dropped from it, as nothing
-    // here reads them.
+    // (often the larger half of an object) and kubectl's last-applied copy
+    // of the whole object are dropped from it, as nothing here reads them.
     let (reader, writer) = kube::runtime::reflector::store();
     let stream = watcher(jobs, watcher::Config::default().any_semantic())
         .default_backoff()
         .modify(|job: &mut MpiJob| {
             job.managed_fields_mut().clear();
+            job.annotations_mut().remove(LAST_APPLIED);
         })
         .reflect(writer)
         .touched_objects();

@@ -416,40 +416,15 @@ impl Builder<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures::{T0, UID, gang, set_tasks as set};
     use crate::gang::Stage;
-    use mpiswarm_mesos::{Labels, TaskId, TaskStatus};
-    use mpiswarm_policy::{AgentCapacity, FreeResources, JobDemand, Policy, Resources, place};
-
-    const UID: &str = "0c5e7a1b-93f2-4d1e-8a77-2f0a9d1b3c4e";
-    const T0: i64 = 1_000_000;
+    use mpiswarm_mesos::{TaskId, TaskStatus};
 
     fn job(extra: &str) -> MpiJob {
         serde_yaml::from_str(&format!(
             "apiVersion: mpiswarm.io/v1alpha1\nkind: MpiJob\nmetadata: {{name: pi, namespace: default, uid: {UID}, generation: 1}}\nspec:\n  image: img:1\n  command: [pi]\n  ranks: 4\n  resources: {{cpus: 0.5, memory: 64Mi}}\n{extra}"
         ))
         .unwrap()
-    }
-
-    fn gang(stage: Stage, generation: u32) -> GangBook {
-        let offers = vec![
-            AgentCapacity::new("a1", "n1", FreeResources::new(2.0, 4096.0)),
-            AgentCapacity::new("a2", "n2", FreeResources::new(2.0, 4096.0)),
-        ];
-        let d = JobDemand::new(4, Resources::new(0.5, 64.0, 0.0)).with_policy(Policy::Spread);
-        let mut g = GangBook::new(UID, generation, "*", place(&d, &offers).unwrap(), stage);
-        if stage == Stage::Launched {
-            g.launched_at = Some(T0);
-        }
-        g
-    }
-
-    fn set(g: &mut GangBook, pick: impl Fn(TaskRole) -> bool, state: TaskState, exit: Option<&str>) {
-        let ids: Vec<String> = g.tasks.iter().filter(|(_, t)| pick(t.role)).map(|(id, _)| id.clone()).collect();
-        for id in ids {
-            let mut s = TaskStatus::new(TaskId::new(&id), state);
-            s.labels = exit.map(|c| Labels::from_pairs([("mpiswarm.io/exit-code", c)]));
-            g.record(&s);
-        }
     }
 
     struct Row<'a> {

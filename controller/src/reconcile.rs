@@ -3,6 +3,7 @@
 //! of each transition, and carrying out the plan's actions through the books
 //! and the framework driver. The decisions themselves are all in `plan`.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,9 +22,6 @@ use crate::error::Error;
 use crate::launch::JobIdentity;
 use crate::plan::{Action, Inputs, plan};
 use crate::{demand, events, keys, restore};
-
-/// How long a deletion waits in one pass for the gang's tasks to end.
-const TEARDOWN_WAIT: Duration = Duration::from_secs(20);
 
 /// The entry point `kube::runtime::Controller` calls.
 pub async fn reconcile(job: Arc<MpiJob>, ctx: Arc<Context>) -> Result<Requeue, Error> {
@@ -58,18 +56,22 @@ pub fn error_policy(_job: Arc<MpiJob>, error: &Error, ctx: Arc<Context>) -> Requ
 
 /// Brings one live job's status and books in line with what is known.
 /// Also called by the driver right after it placed a gang, before ACCEPT.
-pub async fn apply(job: &MpiJob, ctx: &Context) -> Result<Requeue, Error> {
+pub async fn apply(job: &Arc<MpiJob>, ctx: &Context) -> Result<Requeue, Error> {
     let uid = job.uid().ok_or(Error::MissingUid)?;
-    let lock = ctx.job_lock(&uid);
-    let _held = lock.lock().await;
-    let key = ObjectRef::from_obj(job);
+    let _held = ctx.lock_job(&uid).await;
+    let key = ObjectRef::from_obj(job.as_ref());
     let now = now();
 
-    // The status this controller wrote last is newer than a cached object's.
-    let mut current = job.clone();
-    if let Some(written) = ctx.written_status(&uid) {
-        current.status = Some(written);
-    }
+    // The status this controller wrote last is newer than a cached object's
+    // until the watch brings it.
+    let current: Cow<'_, MpiJob> = match ctx.written_status(&uid, job.status.as_ref()) {
+        Some(written) => {
+            let mut newer = MpiJob::clone(job);
+            newer.status = Some(written);
+            Cow::Owned(newer)
+        }
+        None => Cow::Borrowed(job.as_ref()),
+    };
     // After a restart the books do not know the gang yet: rebuild it from the status.
     if ctx.books.gang(&uid).is_none()
         && let Some(gang) = restore::gang_from_status(&current, &uid, now)
@@ -81,6 +83,8 @@ pub async fn apply(job: &MpiJob, ctx: &Context) -> Result<Requeue, Error> {
         }
     }
     let old = current.status.clone().unwrap_or_default();
+    // Never reconciled before: its SSH key Secret cannot exist yet.
+    let fresh = old.condition(mpiswarm_crds::ConditionType::Created).is_none();
     let invalid = match (job.spec.validate(), demand::job_demand(&job.spec)) {
         (Err(e), _) => Some(e.to_string()),
         (Ok(()), Err(e)) => Some(e),
@@ -121,7 +125,7 @@ pub async fn apply(job: &MpiJob, ctx: &Context) -> Result<Requeue, Error> {
     let mut requeue = planned.requeue_after;
     for action in &planned.actions {
         match *action {
-            Action::Enqueue { generation } => enqueue(ctx, job, &uid, &key, generation).await?,
+            Action::Enqueue { generation } => enqueue(ctx, job, &uid, &key, generation, fresh).await?,
             Action::Dequeue => ctx.books.dequeue(&uid),
             Action::Kill => {
                 let tasks = ctx.books.to_kill(&uid);
@@ -144,13 +148,35 @@ pub async fn apply(job: &MpiJob, ctx: &Context) -> Result<Requeue, Error> {
 
 async fn enqueue(
     ctx: &Context,
-    job: &MpiJob,
+    job: &Arc<MpiJob>,
     uid: &str,
     key: &ObjectRef<MpiJob>,
     generation: u32,
+    fresh: bool,
 ) -> Result<(), Error> {
-    let Ok(demand) = demand::job_demand(&job.spec) else { return Ok(()) };
-    let ssh_private_key = keys::ensure(&ctx.client, job).await?;
+    // A waiting job is reconciled again on every change of its object; its
+    // key is already in the books, so that costs no request.
+    if ctx.books.refresh(uid, generation, job) {
+        return Ok(());
+    }
+    let ssh_private_key = keys::ensure(&ctx.client, job, fresh).await?;
+    let Some(entry) = queue_entry(job, uid, generation, ssh_private_key, now())? else { return Ok(()) };
+    if ctx.books.enqueue(uid, key, entry) {
+        ctx.send(Command::Revive { role: job.spec.role.clone() });
+    }
+    Ok(())
+}
+
+/// What the books keep of a waiting job; `None` for a job whose demand
+/// cannot be read (it is `Invalid` and never queued).
+pub fn queue_entry(
+    job: &Arc<MpiJob>,
+    uid: &str,
+    generation: u32,
+    ssh_private_key: Vec<u8>,
+    now: i64,
+) -> Result<Option<QueueEntry>, Error> {
+    let Ok(demand) = demand::job_demand(&job.spec) else { return Ok(None) };
     let launch = Arc::new(LaunchInputs {
         identity: JobIdentity {
             namespace: job.namespace().ok_or(Error::MissingNamespace)?,
@@ -158,37 +184,32 @@ async fn enqueue(
             uid: uid.to_owned(),
             labels: job.labels().clone(),
         },
-        spec: job.spec.clone(),
+        job: job.clone(),
         ssh_private_key,
     });
     let created_at = job.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_second());
-    let entry = QueueEntry {
+    Ok(Some(QueueEntry {
         generation,
         role: job.spec.role.clone(),
         created_at,
         demand,
-        view: crate::plan::QueueView { since: now(), ..Default::default() },
+        view: crate::plan::QueueView { since: now, ..Default::default() },
         launch,
-    };
-    if ctx.books.enqueue(uid, key, entry) {
-        ctx.send(Command::Revive { role: job.spec.role.clone() });
-    }
-    Ok(())
+    }))
 }
 
 /// Deletion: no new gang, KILL the tasks, wait for their terminal updates,
 /// then let the finalizer go. The Secret goes with the job (owner reference).
 async fn cleanup(job: &MpiJob, ctx: &Context) -> Result<Requeue, Error> {
     let uid = job.uid().ok_or(Error::MissingUid)?;
-    let lock = ctx.job_lock(&uid);
-    let _held = lock.lock().await;
+    let _held = ctx.lock_job(&uid).await;
     ctx.books.dequeue(&uid);
     if ctx.books.gang(&uid).is_none()
         && let Some(gang) = restore::gang_from_status(job, &uid, now())
     {
         ctx.books.seed_gang(&uid, &ObjectRef::from_obj(job), gang);
     }
-    let deadline = tokio::time::Instant::now() + TEARDOWN_WAIT;
+    let deadline = tokio::time::Instant::now() + ctx.settings.teardown_wait;
     while let Some(gang) = ctx.books.gang(&uid) {
         if gang.all_ended() {
             break;
@@ -201,7 +222,7 @@ async fn cleanup(job: &MpiJob, ctx: &Context) -> Result<Requeue, Error> {
             return Err(Error::Finalizer(format!(
                 "the tasks of {} have not ended {}s after KILL; retrying",
                 job.name_any(),
-                TEARDOWN_WAIT.as_secs()
+                ctx.settings.teardown_wait.as_secs_f64()
             )));
         }
     }
@@ -228,3 +249,7 @@ fn observe_transition(ctx: &Context, job: &MpiJob, old: &MpiJobStatus, new: &Mpi
         ctx.metrics.creation_to_running.observe((now - created.0.as_second()).max(0) as f64);
     }
 }
+
+#[cfg(test)]
+#[path = "reconcile_tests.rs"]
+mod tests;

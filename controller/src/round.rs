@@ -102,7 +102,7 @@ pub fn plan_round(
             let Some(q) = entries.get(s.job_id.as_str()) else { continue };
             let gang = Gang {
                 job: &q.launch.identity,
-                spec: &q.launch.spec,
+                spec: &q.launch.job.spec,
                 generation: q.generation,
                 role,
                 placement: &s.placement,
