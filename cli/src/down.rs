@@ -1,11 +1,12 @@
 //! `mpiswarm down`: stops the local stack of a data dir and removes every
-//! Swarm object its agents made on this engine (services, then the networks,
-//! secrets and configs they used), also after a crash left them behind.
-//! Objects are found by the agent ids kept in the data dir, so a second
-//! stack on the same engine (another data dir) keeps its running jobs.
-//! Running jobs of this stack end with it; their MpiJobs stay in the data dir.
+//! Swarm object its agent made on this engine (services, then the networks,
+//! secrets and configs they used), also after a crash left them behind, or
+//! with `up --nodes` the node containers that hold them. Running jobs end
+//! with it; their MpiJobs stay in the data dir. Another stack's objects on
+//! the same engine are not touched: only those labelled with this data
+//! dir's agent id go.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -19,47 +20,42 @@ pub struct DownArgs {
     pub data_dir: PathBuf,
 }
 
-/// Every object the agents label as theirs.
-const MANAGED: &str = "label=mpiswarm.io/managed-by=mpiswarm-agent";
-
-/// The ids of the agents of this data dir (`agent/` of the one-node stack,
-/// `agents/NODE/` with `--nodes`), as their stores keep them.
-fn agent_ids(data_dir: &Path) -> Vec<String> {
-    let mut dirs = vec![data_dir.join("agent")];
-    if let Ok(nodes) = std::fs::read_dir(data_dir.join("agents")) {
-        dirs.extend(nodes.flatten().map(|e| e.path()));
-    }
-    dirs.into_iter()
-        .filter(|d| d.is_dir())
-        .filter_map(|d| mpiswarm_agent::store::Store::open(&d).ok()?.agent_id().ok().flatten())
-        .map(|id| id.value)
-        .collect()
-}
-
 pub fn run(args: DownArgs) -> Result<()> {
+    // Read before `up` stops: it removes the file, and with --split the
+    // file lists the components to stop should `up` itself be gone.
+    let file = stack::read(&args.data_dir).ok();
     if let Ok(s) = stack::running(&args.data_dir) {
         eprintln!("mpiswarm down: stopping the stack (process {})", s.pid);
         let _sent = Command::new("kill").args(["-TERM", &s.pid.to_string()]).status();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Path::new(&format!("/proc/{}", s.pid)).exists() && Instant::now() < deadline {
+        // `up --split` stops its components one after the other, 10 s each at most.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while std::path::Path::new(&format!("/proc/{}", s.pid)).exists() && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
-    stack::remove(&args.data_dir);
-    // Node containers of `up --nodes` take their engines' swarm objects with them.
     let dir = args.data_dir.canonicalize().unwrap_or_else(|_| args.data_dir.clone());
-    crate::nodes::remove(&dir)?;
-    let agents = agent_ids(&dir);
+    if let Some(file) = &file {
+        crate::split::stop_leftovers(&dir, file);
+    }
+    stack::remove(&args.data_dir);
+    // Node containers of `up --nodes` take their engines' swarm objects with
+    // them; the engine of this machine then holds none of this stack's, but
+    // may hold another stack's, which are not ours to remove.
+    let had_nodes = crate::nodes::read(&dir).ok().flatten().is_some();
+    let removed = crate::nodes::remove(&dir)?;
+    if had_nodes || removed > 0 {
+        return Ok(());
+    }
+    // The agent of `up` on this engine labels every object with the id it
+    // keeps in DATA/agent; without one it never registered, so made nothing.
+    let Ok(agent_id) = std::fs::read_to_string(dir.join("agent").join("agent_id")) else { return Ok(()) };
+    let owned = format!("label={}", mpiswarm_agent::labels::owned_by(agent_id.trim()));
     for (kind, ls) in [("service", "ls"), ("network", "ls"), ("secret", "ls"), ("config", "ls")] {
-        let mut ids: Vec<String> = Vec::new();
-        for agent in &agents {
-            let owner = format!("label={}", mpiswarm_agent::labels::owned_by(agent));
-            let out = Command::new("docker")
-                .args([kind, ls, "-q", "--filter", MANAGED, "--filter", &owner])
-                .output()
-                .context("running docker: is Docker installed and its daemon running?")?;
-            ids.extend(String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_owned));
-        }
+        let out = Command::new("docker")
+            .args([kind, ls, "-q", "--filter", &owned])
+            .output()
+            .context("running docker: is Docker installed and its daemon running?")?;
+        let ids: Vec<String> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_owned).collect();
         if ids.is_empty() {
             continue;
         }

@@ -9,6 +9,7 @@ mod down;
 mod logs;
 mod nodes;
 mod run;
+mod split;
 mod stack;
 mod up;
 mod version;

@@ -4,6 +4,9 @@
 //! read it. Ports are chosen per data directory (any free port the first
 //! time, the same ones again on the next `up` when they are still free), so
 //! two stacks with different data directories run side by side.
+//! With `up --split` the file also lists each component's process and
+//! command line, so one can be found, killed alone, and told apart from
+//! an unrelated process that got its pid later.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -16,7 +19,7 @@ pub const DEFAULT_DATA_DIR: &str = ".mpiswarm";
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct StackFile {
-    /// The `mpiswarm up` process.
+    /// The `mpiswarm up` process (with `--split`, the one that supervises the components).
     pub pid: u32,
     pub kubeconfig: PathBuf,
     pub apiserver: String,
@@ -24,6 +27,36 @@ pub struct StackFile {
     /// Every node agent's HTTP address (one per node).
     pub agents: Vec<SocketAddr>,
     pub controller: SocketAddr,
+    /// With `up --split`: every component's own process.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<Component>,
+}
+
+/// One component of an `up --split` stack: a child process of `up` running
+/// `mpiswarm ARGS...`; a restart runs the same command line again, so it
+/// serves on the same port from the same data.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Component {
+    /// `apiserver`, `offers`, `controller`, `agent` or `agent-NODE`.
+    pub name: String,
+    pub pid: u32,
+    /// The command line after the binary's name (the subcommand first).
+    pub args: Vec<String>,
+    /// Its stdout and stderr, appended to across restarts.
+    pub log: PathBuf,
+    /// How often `up` started it again after it exited.
+    pub restarts: u32,
+}
+
+impl Component {
+    /// Whether process `pid` is still this component (and not another
+    /// process that got its pid): its command line is the one recorded.
+    pub fn is_alive(&self) -> bool {
+        let Ok(raw) = std::fs::read(format!("/proc/{}/cmdline", self.pid)) else { return false };
+        let mut argv = raw.split(|b| *b == 0).filter(|a| !a.is_empty()).skip(1);
+        self.args.iter().all(|a| argv.next() == Some(a.as_bytes())) && argv.next().is_none()
+    }
 }
 
 pub fn path(data_dir: &Path) -> PathBuf {
@@ -68,11 +101,17 @@ pub fn remove(data_dir: &Path) {
     let _gone = std::fs::remove_file(path(data_dir));
 }
 
-/// `port` if it can be bound on loopback now, else any free port.
+/// `port` if it can be bound on loopback now, else a port that is free now
+/// (a concrete one, so that a component started with it can be started
+/// again on the same port).
 pub fn reuse_or_any(port: Option<u16>) -> SocketAddr {
     let wanted = SocketAddr::from(([127, 0, 0, 1], port.unwrap_or(0)));
-    match std::net::TcpListener::bind(wanted) {
-        Ok(_free) => wanted,
-        Err(_) => SocketAddr::from(([127, 0, 0, 1], 0)),
-    }
+    let free = std::net::TcpListener::bind(wanted)
+        .or_else(|_| std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))))
+        .and_then(|l| l.local_addr());
+    free.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)))
+}
+
+pub fn port_of(url: &str) -> Option<u16> {
+    url.rsplit(':').next()?.trim_end_matches('/').parse().ok()
 }

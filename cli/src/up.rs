@@ -6,6 +6,8 @@
 //! kubeconfig is and what to run next, and stops everything on Ctrl-C or
 //! SIGTERM. Running tasks survive a restart: the agent adopts its services,
 //! the offer layer and the controller recover their ids from the data dir.
+//! With `--split` the same components run as child processes instead
+//! (`split.rs`); the command lines built here serve both ways.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -32,6 +34,12 @@ pub struct UpArgs {
     /// Do not build the rank image (or the node image) if it is missing.
     #[arg(long)]
     pub no_build: bool,
+    /// Run each component (API server, offer layer, every agent, controller)
+    /// as its own child process, started again with the same command line
+    /// (same ports, same data) when it exits; DATA/stack.json lists their
+    /// pids and DATA/logs/ their output. For fault tests: one can be killed alone.
+    #[arg(long)]
+    pub split: bool,
     #[command(flatten)]
     pub nodes: NodesArgs,
 }
@@ -48,7 +56,11 @@ struct Agent {
     args: mpiswarm_agent::AgentArgs,
 }
 
-fn say(line: &str) {
+/// Seconds the controller's Lease is held without renewal; a controller
+/// started again under the same identity holds it again within this time.
+pub const LEASE_SECONDS: u64 = 15;
+
+pub fn say(line: &str) {
     eprintln!("mpiswarm up: {line}");
 }
 
@@ -67,7 +79,6 @@ pub async fn run(args: UpArgs) -> Result<()> {
         );
     }
     let before = stack::previous(&dir);
-    let text = |p: &std::path::Path| p.to_str().map(str::to_owned).context("the data dir path is not UTF-8");
 
     nodes::check(&args.nodes)?;
     if !args.no_build {
@@ -77,37 +88,33 @@ pub async fn run(args: UpArgs) -> Result<()> {
         }
     }
 
+    if args.split {
+        return crate::split::run(&args, &dir, before).await;
+    }
     let mut api_args = mpiswarm_apiserver::ApiserverArgs::for_dir(&dir);
-    api_args.listen = stack::reuse_or_any(before.as_ref().and_then(|b| port_of(&b.apiserver)));
+    api_args.listen = stack::reuse_or_any(before.as_ref().and_then(|b| stack::port_of(&b.apiserver)));
     let api = mpiswarm_apiserver::start(api_args).await.context("starting the API server")?;
     say(&format!("API server on {}", api.url));
     let client = mpiswarm_controller::client(Some(&api.kubeconfig)).await?;
     install_crd(&client).await?;
 
-    let offers_dir = dir.join("offers");
-    std::fs::create_dir_all(&offers_dir)?;
-    let offers_listen = stack::reuse_or_any(before.as_ref().and_then(|b| port_of(&b.offers)));
-    let mut offers_cli = vec![
-        "offers".to_owned(),
-        "--listen".into(),
-        offers_listen.to_string(),
-        "--data-dir".into(),
-        text(&offers_dir)?,
-    ];
-    if let Some(w) = &args.weights {
-        offers_cli.extend(["--weights".to_owned(), w.clone()]);
-    }
+    let offers_cli = offers_command(&args, &dir, before.as_ref())?;
     let offers =
         mpiswarm_offers::start(Offers::try_parse_from(offers_cli)?.args).await.context("starting the offer layer")?;
     say(&format!("offer layer on {}", offers.url()));
 
-    let agents = start_agents(&args, &dir, &offers.url(), before.as_ref()).await?;
-    let mut running: Vec<_> = agents.handles;
-    let agent_addrs = wait_for_agents(&offers.url(), agents.count, &mut running).await?;
-    match &args.nodes.nodes {
-        Some(n) => say(&format!("{n} node agents on {}", list(&agent_addrs))),
-        None => say(&format!("node agent on {} (this Docker engine, a single-node swarm)", list(&agent_addrs))),
+    let commands = agent_commands(&args, &dir, &offers.url(), before.as_ref()).await?;
+    let mut running = Vec::new();
+    for (_, cli) in commands {
+        running.push(tokio::spawn(mpiswarm_agent::run(Agent::try_parse_from(cli)?.args)));
     }
+    let agent_addrs = wait_for_agents(&offers.url(), running.len(), &mut || {
+        let Some(i) = running.iter().position(|a| a.is_finished()) else { return Ok(()) };
+        let ended = futures::FutureExt::now_or_never(&mut running[i]);
+        bail!("node agent {} stopped at start: {ended:?}", i + 1)
+    })
+    .await?;
+    say_agents(&args, &agent_addrs);
 
     let controller_listen = stack::reuse_or_any(before.as_ref().map(|b| b.controller.port()));
     let options = mpiswarm_controller::Options {
@@ -116,7 +123,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         namespace: None,
         lease_namespace: "default".to_owned(),
         identity: format!("up-{}", std::process::id()),
-        lease_seconds: 15,
+        lease_seconds: LEASE_SECONDS,
         listen: controller_listen,
         settings: mpiswarm_controller::Settings::default(),
     };
@@ -130,14 +137,10 @@ pub async fn run(args: UpArgs) -> Result<()> {
         offers: offers.url(),
         agents: agent_addrs,
         controller: controller.addr,
+        components: Vec::new(),
     };
     stack::write(&dir, &file)?;
-    say("ready");
-    eprintln!(
-        "\n  export KUBECONFIG={}\n  kubectl apply -f examples/pi.yaml && kubectl get mpij -w\n  # or: mpiswarm run examples/pi.yaml --data-dir {}\n",
-        api.kubeconfig.display(),
-        dir.display()
-    );
+    say_ready(&file, &dir);
 
     let outcome = tokio::select! {
         _ = shutdown_signal() => Ok(()),
@@ -161,11 +164,41 @@ pub async fn run(args: UpArgs) -> Result<()> {
     outcome
 }
 
-fn port_of(url: &str) -> Option<u16> {
-    url.rsplit(':').next()?.trim_end_matches('/').parse().ok()
+pub fn say_ready(file: &StackFile, dir: &std::path::Path) {
+    say("ready");
+    eprintln!(
+        "\n  export KUBECONFIG={}\n  kubectl apply -f examples/pi.yaml && kubectl get mpij -w\n  # or: mpiswarm run examples/pi.yaml --data-dir {}\n",
+        file.kubeconfig.display(),
+        dir.display()
+    );
 }
 
-async fn install_crd(client: &kube::Client) -> Result<()> {
+pub fn say_agents(args: &UpArgs, addrs: &[std::net::SocketAddr]) {
+    match &args.nodes.nodes {
+        Some(n) => say(&format!("{n} node agents on {}", list(addrs))),
+        None => say(&format!("node agent on {} (this Docker engine, a single-node swarm)", list(addrs))),
+    }
+}
+
+fn text(p: &std::path::Path) -> Result<String> {
+    p.to_str().map(str::to_owned).context("the data dir path is not UTF-8")
+}
+
+/// `mpiswarm offers ...` for this stack: its registry in DATA/offers, the
+/// port of the last `up` if it is free.
+pub fn offers_command(args: &UpArgs, dir: &std::path::Path, before: Option<&StackFile>) -> Result<Vec<String>> {
+    let offers_dir = dir.join("offers");
+    std::fs::create_dir_all(&offers_dir).with_context(|| format!("creating {}", offers_dir.display()))?;
+    let listen = stack::reuse_or_any(before.and_then(|b| stack::port_of(&b.offers)));
+    let mut cli =
+        vec!["offers".to_owned(), "--listen".into(), listen.to_string(), "--data-dir".into(), text(&offers_dir)?];
+    if let Some(w) = &args.weights {
+        cli.extend(["--weights".to_owned(), w.clone()]);
+    }
+    Ok(cli)
+}
+
+pub async fn install_crd(client: &kube::Client) -> Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut crd = serde_json::to_value(mpiswarm_crds::crd())?;
     crd["apiVersion"] = "apiextensions.k8s.io/v1".into();
@@ -195,24 +228,18 @@ async fn ensure_image(image: &str, node: bool) -> Result<()> {
     Ok(())
 }
 
-type AgentTask = tokio::task::JoinHandle<Result<(), mpiswarm_agent::AgentError>>;
-
-struct Agents {
-    handles: Vec<AgentTask>,
-    count: usize,
-}
-
-/// One agent on the local engine, or with `--nodes` one per node container,
-/// each reaching the manager's engine and serving its own node.
-async fn start_agents(
+/// The `mpiswarm agent ...` command line of every agent, with a name for
+/// each: one agent on the local engine, or with `--nodes` (whose node
+/// containers this makes, or finds) one per node container, each reaching
+/// the manager's engine and serving its own node.
+pub async fn agent_commands(
     args: &UpArgs,
     dir: &std::path::Path,
     master: &str,
     before: Option<&StackFile>,
-) -> Result<Agents> {
-    let text = |p: &std::path::Path| p.to_str().map(str::to_owned).context("the data dir path is not UTF-8");
+) -> Result<Vec<(String, Vec<String>)>> {
     let port = |i: usize| stack::reuse_or_any(before.and_then(|b| b.agents.get(i)).map(|a| a.port()));
-    let mut handles = Vec::new();
+    let mut commands = Vec::new();
     let Some(_) = args.nodes.nodes else {
         let mut cli = vec![
             "agent".to_owned(),
@@ -226,8 +253,7 @@ async fn start_agents(
         if let Some(r) = &args.resources {
             cli.extend(["--resources".to_owned(), r.clone()]);
         }
-        handles.push(tokio::spawn(mpiswarm_agent::run(Agent::try_parse_from(cli)?.args)));
-        return Ok(Agents { handles, count: 1 });
+        return Ok(vec![("agent".to_owned(), cli)]);
     };
     let cluster = nodes::ensure(dir, &args.nodes, mpiswarm_agent::images::NODE_IMAGE).await?;
     let docker = format!("unix://{}", text(&cluster.manager_socket)?);
@@ -261,9 +287,9 @@ async fn start_agents(
         if let Some(rack) = &node.rack {
             cli.extend(["--attributes".to_owned(), format!("rack={rack}")]);
         }
-        handles.push(tokio::spawn(mpiswarm_agent::run(Agent::try_parse_from(cli)?.args)));
+        commands.push((format!("agent-{}", node.hostname), cli));
     }
-    Ok(Agents { count: handles.len(), handles })
+    Ok(commands)
 }
 
 fn list(addrs: &[std::net::SocketAddr]) -> String {
@@ -271,14 +297,16 @@ fn list(addrs: &[std::net::SocketAddr]) -> String {
 }
 
 /// Waits until `count` agents have registered with the offer layer; returns
-/// their HTTP addresses, sorted by hostname.
-async fn wait_for_agents(offers: &str, count: usize, agents: &mut [AgentTask]) -> Result<Vec<std::net::SocketAddr>> {
+/// their HTTP addresses, sorted by hostname. `alive` fails when an agent
+/// stopped meanwhile.
+pub async fn wait_for_agents(
+    offers: &str,
+    count: usize,
+    alive: &mut dyn FnMut() -> Result<()>,
+) -> Result<Vec<std::net::SocketAddr>> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        if let Some(i) = agents.iter().position(|a| a.is_finished()) {
-            let ended = (&mut agents[i]).await;
-            bail!("node agent {} stopped at start: {ended:?}", i + 1);
-        }
+        alive()?;
         if let Ok(resp) = reqwest::get(format!("{offers}/master/state")).await
             && let Ok(state) = resp.json::<serde_json::Value>().await
         {

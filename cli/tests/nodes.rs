@@ -5,21 +5,23 @@
 //! `mpiswarm down` leaves no node container, volume or network behind.
 //! Needs the images of `make images` (rank and node).
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod up;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use up::Up;
 
 /// hpcc on 0.5-cpu ranks of two cores takes minutes; the whole test has this.
 const DEADLINE: Duration = Duration::from_secs(900);
 
 fn run(cmd: Command) -> Output {
-    mpiswarm_testkit::output_within(cmd, None, DEADLINE)
+    up::run(cmd, DEADLINE)
 }
 
 fn mpiswarm(args: &[&str], data: &Path) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpiswarm"));
-    cmd.args(args).arg("--data-dir").arg(data).current_dir(repo());
-    run(cmd)
+    up::mpiswarm(args, data, DEADLINE)
 }
 
 fn docker(args: &[&str]) -> String {
@@ -28,50 +30,13 @@ fn docker(args: &[&str]) -> String {
     String::from_utf8_lossy(&run(cmd).stdout).into_owned()
 }
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-struct Up {
-    child: Child,
-    data: tempfile::TempDir,
-}
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = mpiswarm(&["down"], self.data.path());
-    }
-}
-
-fn log(data: &Path) -> String {
-    std::fs::read_to_string(data.join("up.log")).unwrap_or_default()
-}
-
 #[test]
 fn up_nodes_runs_hpcc_across_node_containers_and_down_leaves_nothing() {
     for image in ["mpiswarm/openmpi:0.1.0", "mpiswarm/node:0.1.0"] {
         assert!(!docker(&["image", "ls", "-q", image]).trim().is_empty(), "{image} is missing: run `make images`");
     }
-    let data = tempfile::tempdir().expect("tempdir");
-    let dir = data.path().canonicalize().expect("canonical data dir");
-    let child = Command::new(env!("CARGO_BIN_EXE_mpiswarm"))
-        .args(["up", "--no-build", "--nodes", "3", "--node-cpus", "2", "--racks", "2", "--data-dir"])
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("up.log")).expect("log"))
-        .spawn()
-        .expect("mpiswarm up starts");
-    let mut up = Up { child, data };
-    let started = Instant::now();
-    while !dir.join("stack.json").exists() {
-        if let Ok(Some(status)) = up.child.try_wait() {
-            panic!("mpiswarm up exited ({status}): {}", log(&dir));
-        }
-        assert!(started.elapsed() < DEADLINE, "mpiswarm up --nodes 3 was not ready: {}", log(&dir));
-        std::thread::sleep(Duration::from_millis(200)); // polling a file the other process writes
-    }
+    let up = Up::start(&["--nodes", "3", "--node-cpus", "2", "--racks", "2"], DEADLINE);
+    let dir = up.dir.clone();
     let label = format!("label=mpiswarm.io/data-dir={}", dir.display());
     let nodes = docker(&["ps", "-q", "--filter", &label]);
     assert_eq!(nodes.lines().count(), 3, "three node containers run: {nodes}");
@@ -85,7 +50,7 @@ fn up_nodes_runs_hpcc_across_node_containers_and_down_leaves_nothing() {
     let out = mpiswarm(&["run", "examples/network.yaml"], &dir);
     let (stdout, stderr) =
         (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}\n{}", log(&dir));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}\n{}", up.log());
     assert!(stderr.contains("pack on node"), "the placement is shown: {stderr}");
     // `run` ends with the launcher's last lines; the whole output is kept by its agent.
     let logs = mpiswarm(&["logs", "hpcc-network"], &dir);

@@ -6,21 +6,23 @@
 //! from its agent, and `mpiswarm down` stops the stack and leaves no Swarm
 //! object of it behind. Needs the images of `make images`.
 
+mod up;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
+
+use up::Up;
 
 const DEADLINE: Duration = Duration::from_secs(180);
 
 /// Runs a command under the test's overall deadline.
 fn run(cmd: Command) -> Output {
-    mpiswarm_testkit::output_within(cmd, None, DEADLINE)
+    up::run(cmd, DEADLINE)
 }
 
 fn mpiswarm(args: &[&str], data: &Path) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpiswarm"));
-    cmd.args(args).arg("--data-dir").arg(data).current_dir(repo());
-    run(cmd)
+    up::mpiswarm(args, data, DEADLINE)
 }
 
 fn docker(args: &[&str]) -> Output {
@@ -29,50 +31,8 @@ fn docker(args: &[&str]) -> Output {
     run(cmd)
 }
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 fn text(o: &Output) -> (String, String) {
     (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
-}
-
-struct Up {
-    child: Child,
-    data: tempfile::TempDir,
-}
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = mpiswarm(&["down"], self.data.path());
-    }
-}
-
-fn up() -> Up {
-    let data = tempfile::tempdir().expect("tempdir");
-    let log = std::fs::File::create(data.path().join("up.log")).expect("log");
-    let child = Command::new(env!("CARGO_BIN_EXE_mpiswarm"))
-        .args(["up", "--no-build", "--data-dir"])
-        .arg(data.path())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("mpiswarm up starts");
-    let mut up = Up { child, data };
-    let started = Instant::now();
-    while !up.data.path().join("stack.json").exists() {
-        if let Ok(Some(status)) = up.child.try_wait() {
-            panic!(
-                "mpiswarm up exited ({status}): {}",
-                std::fs::read_to_string(up.data.path().join("up.log")).unwrap()
-            );
-        }
-        assert!(started.elapsed() < DEADLINE, "mpiswarm up was not ready within {DEADLINE:?}");
-        std::thread::sleep(Duration::from_millis(200)); // polling a file the other process writes
-    }
-    up
 }
 
 fn job_file(dir: &Path, name: &str, body: &str) -> PathBuf {
@@ -90,8 +50,8 @@ fn up_run_logs_and_down_through_the_binary() {
     let image = "mpiswarm/openmpi:0.1.0";
     let ok = docker(&["image", "inspect", image]).status.success();
     assert!(ok, "image {image} is missing: run `make images` first");
-    let stack = up();
-    let data = stack.data.path();
+    let stack = Up::start(&[], DEADLINE);
+    let data = stack.dir.as_path();
 
     for round in 1..=2 {
         let out = mpiswarm(&["run", "examples/pi.yaml"], data);

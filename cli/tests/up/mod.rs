@@ -1,0 +1,81 @@
+//! What the cli tests share: `mpiswarm up` started in the background on a
+//! fresh data dir (ready once it wrote DATA/stack.json, its stderr in
+//! DATA/up.log) and taken down with `mpiswarm down` when dropped, and
+//! every command run under the test's deadline.
+
+#![allow(dead_code)] // each test uses its own part
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs a command under `deadline`.
+pub fn run(cmd: Command, deadline: Duration) -> Output {
+    mpiswarm_testkit::output_within(cmd, None, deadline)
+}
+
+/// `mpiswarm ARGS --data-dir DATA`, from the repository's root (for examples/).
+pub fn mpiswarm(args: &[&str], data: &Path, deadline: Duration) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpiswarm"));
+    cmd.args(args).arg("--data-dir").arg(data).current_dir(repo());
+    run(cmd, deadline)
+}
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+pub struct Up {
+    pub child: Child,
+    pub data: tempfile::TempDir,
+    /// The data dir, canonical (as `up` labels and records it).
+    pub dir: PathBuf,
+    deadline: Duration,
+}
+
+impl Up {
+    /// `mpiswarm up --no-build ARGS` on a fresh data dir, once it is ready.
+    pub fn start(args: &[&str], deadline: Duration) -> Up {
+        let data = tempfile::tempdir().expect("tempdir");
+        let dir = data.path().canonicalize().expect("canonical data dir");
+        let child = Command::new(env!("CARGO_BIN_EXE_mpiswarm"))
+            .args(["up", "--no-build"])
+            .args(args)
+            .arg("--data-dir")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("up.log")).expect("log"))
+            .spawn()
+            .expect("mpiswarm up starts");
+        let mut up = Up { child, data, dir, deadline };
+        let started = Instant::now();
+        while !up.dir.join("stack.json").exists() {
+            if let Ok(Some(status)) = up.child.try_wait() {
+                panic!("mpiswarm up {args:?} exited ({status}): {}", up.log());
+            }
+            assert!(
+                started.elapsed() < deadline,
+                "mpiswarm up {args:?} was not ready within {deadline:?}: {}",
+                up.log()
+            );
+            std::thread::sleep(Duration::from_millis(200)); // polling a file the other process writes
+        }
+        up
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("up.log")).unwrap_or_default()
+    }
+
+    pub fn mpiswarm(&self, args: &[&str]) -> Output {
+        mpiswarm(args, &self.dir, self.deadline)
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = self.mpiswarm(&["down"]);
+    }
+}

@@ -1,0 +1,67 @@
+//! The main of a suite test binary (`harness = false`): one [`Cluster`] for
+//! all its cases, which run one at a time in order. After each case the
+//! runner checks that nothing of mpiswarm's is left on any node (a failure
+//! of the case); after a failed case it deletes every MpiJob so the next
+//! starts clean. It prints each case's time and the suite's wall time, and
+//! exits 1 if any case failed.
+//!
+//! Arguments (after `cargo test -p mpiswarm-e2e --test NAME --`): words
+//! select the cases whose names contain one of them; `--list` lists them.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Instant;
+
+use crate::cluster::Cluster;
+use crate::leftovers::assert_nothing_left;
+
+/// A case: a name and a function that panics on failure.
+pub type Case = (&'static str, fn(&Cluster));
+
+/// Runs the selected `cases` on the cluster `start` makes; never returns.
+pub fn run(suite: &str, start: impl FnOnce() -> Cluster, cases: &[Case]) -> ! {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let words: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    let selected: Vec<&Case> =
+        cases.iter().filter(|(name, _)| words.is_empty() || words.iter().any(|w| name.contains(w.as_str()))).collect();
+    if args.iter().any(|a| a == "--list") {
+        for (name, _) in &selected {
+            println!("{suite}::{name}: test");
+        }
+        std::process::exit(0);
+    }
+    if selected.is_empty() {
+        println!("{suite}: no case selected by {words:?}");
+        std::process::exit(0);
+    }
+    let wall = Instant::now();
+    let cluster = start();
+    println!("{suite}: cluster up in {:.1} s", wall.elapsed().as_secs_f64());
+    let mut failed = Vec::new();
+    for (name, case) in selected {
+        let started = Instant::now();
+        println!("{suite}::{name} ...");
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            case(&cluster);
+            assert_nothing_left(&cluster);
+        }));
+        let took = started.elapsed().as_secs_f64();
+        if outcome.is_ok() {
+            println!("{suite}::{name} ok ({took:.1} s)");
+        } else {
+            println!("{suite}::{name} FAILED ({took:.1} s)");
+            failed.push(*name);
+            let _clean = catch_unwind(AssertUnwindSafe(|| {
+                cluster.kubectl(&["delete", "mpijob", "--all", "--wait=true"]);
+                assert_nothing_left(&cluster);
+            }));
+        }
+    }
+    drop(cluster);
+    let wall = wall.elapsed().as_secs_f64();
+    if failed.is_empty() {
+        println!("{suite}: all cases passed; wall time {wall:.1} s");
+        std::process::exit(0);
+    }
+    println!("{suite}: FAILED {failed:?}; wall time {wall:.1} s");
+    std::process::exit(1);
+}

@@ -1,0 +1,26 @@
+//! The end-to-end suite on one `mpiswarm up --nodes 3 --node-cpus 2
+//! --racks 2 --weights mpi=2,batch=1`: every agent advertises 2 cpus, node1
+//! and node3 are in rack-1, node2 in rack-2. The cases run one at a time on
+//! that cluster (see mpiswarm_e2e::runner); after each, nothing of
+//! mpiswarm's may be left on any node. Needs the images of `make images`.
+//!
+//!   cargo test -p mpiswarm-e2e --test suite [-- WORD...]
+
+mod placement;
+
+use mpiswarm_e2e::{Cluster, runner};
+
+fn main() {
+    runner::run(
+        "suite",
+        || Cluster::up(3, 2.0, &["--racks", "2", "--weights", "mpi=2,batch=1"]),
+        &[
+            ("placement::network_job_packs_8_ranks_4_4_on_2_nodes", placement::network_packs),
+            ("placement::cpu_job_spreads_8_ranks_3_3_2_on_3_nodes", placement::cpu_spreads),
+            ("placement::spread_with_max_2_per_node_runs_6_ranks_2_2_2", placement::spread_capped_fits),
+            ("placement::spread_with_max_2_per_node_refuses_7_ranks_naming_the_cap", placement::spread_capped_refused),
+            ("placement::node_selector_on_rack_is_honoured", placement::node_selector),
+            ("placement::overfilling_job_waits_whole_and_starts_when_the_first_ends", placement::overfill_waits),
+        ],
+    )
+}
