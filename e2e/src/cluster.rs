@@ -4,6 +4,7 @@
 //! containers, and Swarm's truth from the manager's engine. Dropping it
 //! stops `up` and runs `mpiswarm down`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
@@ -108,6 +109,19 @@ impl Cluster {
     pub fn stack(&self) -> serde_json::Value {
         let text = std::fs::read_to_string(self.dir.join("stack.json")).expect("stack.json");
         serde_json::from_str(&text).expect("stack.json is JSON")
+    }
+
+    /// Cpus each node's agent advertises, by hostname, as the offer layer
+    /// has them (`/master/state`).
+    pub fn advertised_cpus(&self) -> BTreeMap<String, f64> {
+        let offers = self.stack()["offers"].as_str().unwrap_or_default().trim_end_matches('/').to_owned();
+        let state = crate::engine::get_url(&format!("{offers}/master/state")).unwrap_or_else(|e| panic!("{e}"));
+        state["slaves"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| Some((a["hostname"].as_str()?.to_owned(), a["resources"]["cpus"].as_f64()?)))
+            .collect()
     }
 
     /// The `mpiswarm up` process (for tests that signal or replace it).

@@ -34,8 +34,11 @@ pub fn run(suite: &str, start: impl FnOnce() -> Cluster, cases: &[Case]) -> ! {
         std::process::exit(0);
     }
     let wall = Instant::now();
+    let bin = crate::binary::mpiswarm();
+    println!("{suite}: {} ready in {:.1} s", bin.display(), wall.elapsed().as_secs_f64());
+    let up = Instant::now();
     let cluster = start();
-    println!("{suite}: cluster up in {:.1} s", wall.elapsed().as_secs_f64());
+    println!("{suite}: cluster up in {:.1} s", up.elapsed().as_secs_f64());
     let mut failed = Vec::new();
     for (name, case) in selected {
         let started = Instant::now();
