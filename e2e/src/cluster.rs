@@ -204,7 +204,14 @@ impl Cluster {
         let mut full = vec!["docker"];
         full.extend_from_slice(args);
         let out = self.exec(node, &full);
-        assert!(out.status.success(), "docker {args:?} on {}: {}", node.hostname, String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "docker {args:?} on {} ({}): {}{}",
+            node.hostname,
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
