@@ -31,11 +31,34 @@ fn build() -> PathBuf {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.args(["build", "-p", "mpiswarm", "--bin", "mpiswarm", "--message-format=json"]);
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(set_by_cargo_for_this_test) {
+            cmd.env_remove(&name);
+        }
+    }
     cmd.current_dir(crate::repo());
     let out = mpiswarm_testkit::output_within(cmd, None, BUILD_DEADLINE);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "building mpiswarm failed:\n{}", String::from_utf8_lossy(&out.stderr));
     executable(&stdout).unwrap_or_else(|| panic!("cargo reported no mpiswarm executable:\n{stdout}"))
+}
+
+/// Variables cargo sets for the crate under test (not cargo configuration).
+/// They must not reach the nested build: build scripts such as ring's ask
+/// to rerun when `CARGO_PKG_NAME` or `CARGO_MANIFEST_DIR` change, and cargo
+/// compares its own environment's values, so the nested build and the next
+/// outer one would rebuild ring and everything above it, each undoing the other.
+fn set_by_cargo_for_this_test(name: &str) -> bool {
+    const PREFIXES: [&str; 5] = ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_BIN_EXE_", "CARGO_CFG_", "CARGO_FEATURE_"];
+    const NAMES: [&str; 6] = [
+        "CARGO_CRATE_NAME",
+        "CARGO_BIN_NAME",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+        "OUT_DIR",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p)) || NAMES.contains(&name)
 }
 
 /// The last `compiler-artifact` message of the `mpiswarm` bin target names its executable.
@@ -61,5 +84,15 @@ not json
 {"reason":"build-finished","success":true}"#;
         assert_eq!(executable(messages), Some(PathBuf::from("/t/debug/mpiswarm")));
         assert_eq!(executable(r#"{"reason":"build-finished","success":true}"#), None);
+    }
+
+    #[test]
+    fn only_what_cargo_sets_for_the_test_is_kept_from_the_nested_build() {
+        for name in ["CARGO_PKG_NAME", "CARGO_MANIFEST_DIR", "CARGO_BIN_EXE_mpiswarm", "OUT_DIR", "CARGO_CRATE_NAME"] {
+            assert!(set_by_cargo_for_this_test(name), "{name}");
+        }
+        for name in ["CARGO_TARGET_DIR", "CARGO_HOME", "CARGO_PROFILE_DEV_DEBUG", "CARGO", "PATH", "RUSTUP_TOOLCHAIN"] {
+            assert!(!set_by_cargo_for_this_test(name), "{name}");
+        }
     }
 }

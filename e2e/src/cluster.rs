@@ -4,6 +4,7 @@
 //! containers, and Swarm's truth from the manager's engine. Dropping it
 //! stops `up` and runs `mpiswarm down`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
@@ -110,6 +111,19 @@ impl Cluster {
         serde_json::from_str(&text).expect("stack.json is JSON")
     }
 
+    /// Cpus each node's agent advertises, by hostname, as the offer layer
+    /// has them (`/master/state`).
+    pub fn advertised_cpus(&self) -> BTreeMap<String, f64> {
+        let offers = self.stack()["offers"].as_str().unwrap_or_default().trim_end_matches('/').to_owned();
+        let state = crate::engine::get_url(&format!("{offers}/master/state")).unwrap_or_else(|e| panic!("{e}"));
+        state["slaves"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| Some((a["hostname"].as_str()?.to_owned(), a["resources"]["cpus"].as_f64()?)))
+            .collect()
+    }
+
     /// The `mpiswarm up` process (for tests that signal or replace it).
     pub fn up_process(&mut self) -> &mut Child {
         &mut self.up
@@ -190,7 +204,14 @@ impl Cluster {
         let mut full = vec!["docker"];
         full.extend_from_slice(args);
         let out = self.exec(node, &full);
-        assert!(out.status.success(), "docker {args:?} on {}: {}", node.hostname, String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "docker {args:?} on {} ({}): {}{}",
+            node.hostname,
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 

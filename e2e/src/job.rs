@@ -16,6 +16,9 @@ use crate::wait;
 /// darts on ranks of 0.45 cpu.
 pub const PI: &str = "/usr/local/bin/pi";
 
+/// The file whose presence in a rank container releases a [`Job::held`] job.
+pub const RELEASE_FILE: &str = "/tmp/mpiswarm-e2e-release";
+
 /// An MpiJob to apply.
 #[derive(Debug, Clone)]
 pub struct Job {
@@ -35,6 +38,16 @@ impl Job {
             "runPolicy": {"activeDeadlineSeconds": 600},
         });
         Job { name: name.to_owned(), spec }
+    }
+
+    /// Like [`Job::pi`], but every rank waits (at most 300 s) until
+    /// [`Cluster::release`] drops [`RELEASE_FILE`] into its container, then
+    /// runs pi: a job that holds its place exactly as long as a test needs.
+    pub fn held(name: &str, ranks: u32, cpus: f64, samples: u64) -> Job {
+        let script = format!(
+            "i=0; while [ ! -e {RELEASE_FILE} ] && [ $i -lt 600 ]; do sleep 0.5; i=$((i+1)); done; exec {PI} {samples}"
+        );
+        Job::pi(name, ranks, cpus, samples).command(&["sh", "-c", &script])
     }
 
     pub fn profile(mut self, profile: &str) -> Job {
@@ -135,6 +148,15 @@ impl Status {
         self.0["status"]["message"].as_str().unwrap_or_default()
     }
 
+    /// `status.startTime` / `status.completionTime` (RFC 3339, comparable as text).
+    pub fn start_time(&self) -> &str {
+        self.0["status"]["startTime"].as_str().unwrap_or_default()
+    }
+
+    pub fn completion_time(&self) -> &str {
+        self.0["status"]["completionTime"].as_str().unwrap_or_default()
+    }
+
     pub fn launcher_node(&self) -> Option<&str> {
         self.0["status"]["launcher"]["node"].as_str()
     }
@@ -211,19 +233,57 @@ impl Cluster {
     /// Follows job `name` (uid `uid`) until it has ended, sampling Swarm at
     /// every poll; returns its final status and each task Swarm held for it.
     pub fn watch_job(&self, name: &str, uid: &str, deadline: Duration) -> Watched {
-        let mut seen: BTreeMap<String, Task> = BTreeMap::new();
-        let status = wait::until(deadline, &format!("{name} ends"), || {
-            let tasks = self.swarm().job_tasks(uid)?;
+        self.watch_jobs(&[(name, uid)], deadline).remove(0)
+    }
+
+    /// [`Cluster::watch_job`] for several jobs at once (names and uids), in their order.
+    pub fn watch_jobs(&self, jobs: &[(&str, &str)], deadline: Duration) -> Vec<Watched> {
+        let mut seen: Vec<BTreeMap<String, Task>> = vec![BTreeMap::new(); jobs.len()];
+        let what = format!("{:?} end", jobs.iter().map(|j| j.0).collect::<Vec<_>>());
+        let statuses = wait::until(deadline, &what, || {
+            let tasks = self.swarm().tasks()?;
             for t in tasks.into_iter().filter(Task::holds_node) {
-                seen.insert(t.id.clone(), t);
+                if let Some(i) = jobs.iter().position(|(_, uid)| *uid == t.job_uid) {
+                    seen[i].insert(t.id.clone(), t);
+                }
             }
-            match self.job(name) {
-                Some(s) if s.is_finished() => Ok(s),
-                Some(s) => Err(format!("phase {:?}, status {}", s.phase(), s.0["status"])),
-                None => Err("no such MpiJob".into()),
+            let mut statuses = Vec::new();
+            for (name, _) in jobs {
+                match self.job(name) {
+                    Some(s) if s.is_finished() => statuses.push(s),
+                    Some(s) => return Err(format!("{name}: phase {:?}, status {}", s.phase(), s.0["status"])),
+                    None => return Err(format!("{name}: no such MpiJob")),
+                }
             }
+            Ok(statuses)
         });
-        Watched { status, tasks: seen.into_values().collect() }
+        statuses
+            .into_iter()
+            .zip(seen)
+            .map(|(status, tasks)| Watched { status, tasks: tasks.into_values().collect() })
+            .collect()
+    }
+
+    /// Releases a [`Job::held`] job: [`RELEASE_FILE`] in each of its
+    /// containers on every node (found by the job-uid label they carry).
+    /// Once the first worker is released its ranks may finish the job, and
+    /// the other containers stop: one that stopped meanwhile is no failure.
+    pub fn release(&self, uid: &str) {
+        let filter = format!("label={}={uid}", crate::swarm::JOB_UID);
+        let mut released = Vec::new();
+        let mut refused = Vec::new();
+        for node in self.nodes() {
+            let containers = self.node_docker(node, &["ps", "-q", "--filter", &filter]);
+            for c in containers.split_whitespace() {
+                let out = self.exec(node, &["docker", "exec", c, "touch", RELEASE_FILE]);
+                if out.status.success() {
+                    released.push(c.to_owned());
+                } else {
+                    refused.push(format!("{c} on {}: {}", node.hostname, String::from_utf8_lossy(&out.stderr).trim()));
+                }
+            }
+        }
+        assert!(!released.is_empty(), "no running container of job {uid} could be released: {refused:?}");
     }
 
     /// Deletes MpiJobs (waiting until they are gone).

@@ -34,19 +34,24 @@ pub fn run(suite: &str, start: impl FnOnce() -> Cluster, cases: &[Case]) -> ! {
         std::process::exit(0);
     }
     let wall = Instant::now();
+    let bin = crate::binary::mpiswarm();
+    println!("{suite}: {} ready in {:.1} s", bin.display(), wall.elapsed().as_secs_f64());
+    let up = Instant::now();
     let cluster = start();
-    println!("{suite}: cluster up in {:.1} s", wall.elapsed().as_secs_f64());
+    println!("{suite}: cluster up in {:.1} s", up.elapsed().as_secs_f64());
     let mut failed = Vec::new();
     for (name, case) in selected {
         let started = Instant::now();
         println!("{suite}::{name} ...");
+        let mut ran = 0.0;
         let outcome = catch_unwind(AssertUnwindSafe(|| {
             case(&cluster);
+            ran = started.elapsed().as_secs_f64();
             assert_nothing_left(&cluster);
         }));
         let took = started.elapsed().as_secs_f64();
         if outcome.is_ok() {
-            println!("{suite}::{name} ok ({took:.1} s)");
+            println!("{suite}::{name} ok ({took:.1} s, of which {:.1} s waiting for nothing left)", took - ran);
         } else {
             println!("{suite}::{name} FAILED ({took:.1} s)");
             failed.push(*name);

@@ -6,6 +6,8 @@
 //!
 //!   cargo test -p mpiswarm-e2e --test suite [-- WORD...]
 
+mod bad_input;
+mod load;
 mod placement;
 
 use mpiswarm_e2e::{Cluster, runner};
@@ -21,6 +23,11 @@ fn main() {
             ("placement::spread_with_max_2_per_node_refuses_7_ranks_naming_the_cap", placement::spread_capped_refused),
             ("placement::node_selector_on_rack_is_honoured", placement::node_selector),
             ("placement::overfilling_job_waits_whole_and_starts_when_the_first_ends", placement::overfill_waits),
+            (
+                "bad_input::missing_image_exit_3_malformed_yaml_and_schema_violation_leave_a_job_beside_alone",
+                bad_input::none_disturbs_a_job_beside,
+            ),
+            ("load::hundred_jobs_under_weights_2_to_1", load::hundred_jobs_under_weights_2_to_1),
         ],
     )
 }

@@ -11,6 +11,8 @@ const JOB_DEADLINE: Duration = Duration::from_secs(300);
 const RANK_CPUS: f64 = 0.45;
 /// Darts for pi: well under a second of work per rank.
 const SAMPLES: u64 = 20_000_000;
+/// How long a waiting job is watched for a partial gang.
+const WATCH: Duration = Duration::from_secs(10);
 
 /// Runs `job` to its end; it must succeed with Swarm's placement equal to
 /// its status and to `expected` (ranks per node, largest first).
@@ -65,42 +67,34 @@ pub fn node_selector(cluster: &Cluster) {
 
 pub fn overfill_waits(cluster: &Cluster) {
     // Each needs 8 x 0.45 + 0.1 = 3.7 of the 6 cpus, 4 ranks a node at most:
-    // the second cannot start beside the first. The first sleeps before its
-    // MPI run so that the second waits long enough to be watched.
-    let first = Job::pi("e2e-fill-1", 8, RANK_CPUS, SAMPLES).profile("network").command(&[
-        "sh",
-        "-c",
-        "sleep 15 && exec /usr/local/bin/pi 2000000",
-    ]);
+    // the second cannot start beside the first. The first is held until the
+    // second has been seen waiting.
+    let first = Job::held("e2e-fill-1", 8, RANK_CPUS, SAMPLES).profile("network");
     let second = Job::pi("e2e-fill-2", 8, RANK_CPUS, SAMPLES).profile("network");
     let first_uid = cluster.submit(&first);
     cluster.wait_job(&first.name, JOB_DEADLINE, "Running", |s| s.phase() == "Running");
     let second_uid = cluster.submit(&second);
-    // While the first runs, the second has no task anywhere: no partial gang.
-    let (start, mut waited) = (std::time::Instant::now(), 0);
-    loop {
-        assert!(start.elapsed() < JOB_DEADLINE, "the first job did not end within {JOB_DEADLINE:?}");
+    // For WATCH, sampled at every poll: the second has no task anywhere (no
+    // partial gang) and waits, while the first keeps running.
+    let start = std::time::Instant::now();
+    let mut samples = 0;
+    while start.elapsed() < WATCH {
         let tasks = cluster.swarm().tasks().unwrap_or_else(|e| panic!("{e}"));
-        let first_status = cluster.job(&first.name).expect("the first job");
-        if first_status.is_finished() {
-            break;
-        }
         let of_second: Vec<_> = tasks.iter().filter(|t| t.job_uid == second_uid).collect();
         assert!(of_second.is_empty(), "the second job has tasks while the first runs: {of_second:?}");
-        let second_status = cluster.job(&second.name).expect("the second job");
-        assert!(
-            matches!(second_status.phase(), "Pending" | "Scheduling" | ""),
-            "the second job waits: {}",
-            second_status.0["status"]
-        );
-        assert!(tasks.iter().any(|t| t.job_uid == first_uid), "the first job's tasks are on Swarm while it runs");
-        waited += 1;
+        assert!(tasks.iter().any(|t| t.job_uid == first_uid && t.state == "running"), "the first job runs: {tasks:?}");
+        let waiting = cluster.job(&second.name).expect("the second job");
+        assert!(matches!(waiting.phase(), "Pending" | "Scheduling"), "the second job waits: {}", waiting.0["status"]);
+        samples += 1;
         std::thread::sleep(mpiswarm_e2e::wait::POLL);
     }
-    assert!(waited >= 3, "the second job was seen waiting in {waited} samples only");
-    let w = cluster.watch_job(&second.name, &second_uid, JOB_DEADLINE);
-    assert_eq!(w.status.phase(), "Succeeded", "{}", w.status.0["status"]);
-    w.assert_placement(RANK_CPUS, &[4, 4]);
-    let first_status = cluster.job(&first.name).expect("the first job");
-    assert_eq!(first_status.phase(), "Succeeded", "{}", first_status.0["status"]);
+    eprintln!("the second job waited whole through {samples} samples of Swarm");
+    cluster.release(&first_uid);
+    let watched = cluster.watch_jobs(&[(&first.name, &first_uid), (&second.name, &second_uid)], JOB_DEADLINE);
+    for w in &watched {
+        assert_eq!(w.status.phase(), "Succeeded", "{}", w.status.0["status"]);
+        w.assert_placement(RANK_CPUS, &[4, 4]);
+    }
+    let (ended, started) = (watched[0].status.completion_time(), watched[1].status.start_time());
+    assert!(started >= ended, "the second started ({started}) when the first had ended ({ended})");
 }
