@@ -1,0 +1,111 @@
+"""Scale without containers: the criterion benchmarks (policy's placement,
+the offer layer's allocation cycle) over a size grid given by
+MPISWARM_BENCH_SIZES, and the controller benchmark (cli/benches/controller.rs:
+throughput to the last Scheduled, RSS with N stored jobs) once per size.
+Criterion's figures are read from its estimates.json files (median and its
+95% confidence interval); the controller's from the lines it prints."""
+
+import json
+import os
+import re
+import subprocess
+import time
+
+from stack import CommandFailed, say
+
+CRITERION = [
+    ("mpiswarm-policy", "placement"),
+    ("mpiswarm-offers", "allocation_cycle"),
+]
+
+# The controller benchmark's output lines (cli/benches/controller.rs).
+THROUGHPUT = re.compile(r"throughput: (\d+) MpiJobs .* all Scheduled after ([\d.]+) s: (\d+) jobs/s")
+RSS_AFTER = re.compile(r"controller RSS after it: (\d+) MiB \(peak (\d+) MiB\)")
+STORED = re.compile(r"memory: (\d+) MpiJobs stored in ([\d.]+) s")
+RECONCILED = re.compile(r"reconciled them in ([\d.]+) s.*RSS (\d+) MiB \(peak (\d+) MiB\)")
+
+
+def cargo_bench(package, bench, env, profile, extra, log):
+    """`cargo bench` of one target; its output goes to `log` and, as
+    progress, one line per finished benchmark to stderr."""
+    args = ["cargo", "bench", "-q", "-p", package, "--bench", bench]
+    if profile:
+        args += ["--profile", profile]
+    args += ["--"] + extra
+    say(" ".join(f"{k}={v}" for k, v in env.items() if k.startswith("MPISWARM_")) + " " + " ".join(args))
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, **env})
+    out = []
+    for line in p.stdout:
+        out.append(line)
+        log.write(line)
+        stripped = line.strip()
+        if stripped.startswith("time:") or stripped.startswith(("throughput:", "memory:", "controller")):
+            say(f"  {bench}: {out[-2].strip() if stripped.startswith('time:') else ''} {stripped}")
+    if p.wait() != 0:
+        raise CommandFailed(f"{' '.join(args)} exited {p.returncode}: {''.join(out)[-3000:]}")
+    return "".join(out)
+
+
+def criterion_results(target_dir, since):
+    """Every criterion benchmark whose estimates were written after `since`."""
+    rows = []
+    root = os.path.join(target_dir, "criterion")
+    for dirpath, _, files in os.walk(root):
+        if "benchmark.json" not in files or not dirpath.endswith(os.sep + "new"):
+            continue
+        est_path = os.path.join(dirpath, "estimates.json")
+        if not os.path.exists(est_path) or os.path.getmtime(est_path) < since:
+            continue
+        with open(os.path.join(dirpath, "benchmark.json")) as f:
+            meta = json.load(f)
+        with open(est_path) as f:
+            est = json.load(f)["median"]
+        rows.append(
+            {
+                "group": meta["group_id"],
+                "function": meta.get("function_id") or "",
+                "size": int(meta["value_str"].split("_")[0]) if meta.get("value_str") else "",
+                "case": meta.get("value_str") or "",
+                "median_s": est["point_estimate"] / 1e9,
+                "ci_low_s": est["confidence_interval"]["lower_bound"] / 1e9,
+                "ci_high_s": est["confidence_interval"]["upper_bound"] / 1e9,
+            }
+        )
+    rows.sort(key=lambda r: (r["group"], r["function"], r["size"] if r["size"] != "" else 0))
+    return rows
+
+
+def run(sizes, controller_sizes, target_dir, smoke, log_path):
+    """Returns (criterion rows, controller rows). In smoke mode the
+    benchmarks are built with the dev profile (what `make test` already
+    compiled) and measured for a tenth of a second each."""
+    env = {"MPISWARM_BENCH_SIZES": ",".join(map(str, sizes)), "CARGO_TARGET_DIR": target_dir}
+    profile = "dev" if smoke else None
+    extra = ["--warm-up-time", "0.05", "--measurement-time", "0.1"] if smoke else []
+    since = time.time() - 1
+    with open(log_path, "a") as log:
+        for package, bench in CRITERION:
+            cargo_bench(package, bench, env, profile, extra, log)
+        crit = criterion_results(target_dir, since)
+        controller = []
+        for n in controller_sizes:
+            cenv = {
+                "MPISWARM_BENCH_JOBS": str(n),
+                "MPISWARM_BENCH_STORED": str(n),
+                "MPISWARM_BENCH_AGENTS": "10" if smoke else "100",
+                "CARGO_TARGET_DIR": target_dir,
+            }
+            out = cargo_bench("mpiswarm", "controller", cenv, profile, [], log)
+            row = {"jobs": n, "agents": cenv["MPISWARM_BENCH_AGENTS"]}
+            for pattern, names in [
+                (THROUGHPUT, ["_", "scheduled_after_s", "jobs_per_s"]),
+                (RSS_AFTER, ["rss_after_throughput_mib", "peak_after_throughput_mib"]),
+                (STORED, ["_", "stored_in_s"]),
+                (RECONCILED, ["reconciled_in_s", "rss_stored_mib", "peak_stored_mib"]),
+            ]:
+                m = pattern.search(out)
+                if not m:
+                    raise CommandFailed(f"the controller benchmark printed no line like {pattern.pattern!r}:\n{out}")
+                row.update({k: float(v) for k, v in zip(names, m.groups()) if k != "_"})
+            controller.append(row)
+    return crit, controller
