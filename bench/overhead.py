@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import time
 
-from stack import CommandFailed, say, sh
+from stack import RANK_IMAGE, CommandFailed, mpijob, say, sh
 
 RANKS = 4
 CPUS = 0.2  # per rank: 4 x 0.2 + the 0.1-cpu launcher fits a 1-cpu node
@@ -25,20 +25,15 @@ STEPS = ["Created", "Scheduled", "Launching", "Running", "Succeeded"]
 
 
 def manifest(name):
-    return {
-        "apiVersion": "mpiswarm.io/v1alpha1",
-        "kind": "MpiJob",
-        "metadata": {"name": name},
-        "spec": {
-            "image": "mpiswarm/openmpi:0.1.0",
-            "command": ["/usr/local/bin/pi"],
-            "args": [SAMPLES],
-            "ranks": RANKS,
-            "resources": {"cpus": CPUS, "memory": "64Mi"},
-            "placement": {"policy": "pack"},
-            "runPolicy": {"backoffLimit": 0, "activeDeadlineSeconds": 300},
-        },
-    }
+    return mpijob(
+        name,
+        command=["/usr/local/bin/pi"],
+        args=[SAMPLES],
+        ranks=RANKS,
+        resources={"cpus": CPUS, "memory": "64Mi"},
+        placement={"policy": "pack"},
+        runPolicy={"backoffLimit": 0, "activeDeadlineSeconds": 300},
+    )
 
 
 def run_b(stack, name):
@@ -87,13 +82,13 @@ def run_a(stack, name):
             + [f"--limit-cpu={cpu}", f"--reserve-cpu={cpu}", f"--limit-memory={RANKS * 64}M"]
             + [f"--reserve-memory={RANKS * 64}M"]
             + common
-            + ["mpiswarm/openmpi:0.1.0", "mpiswarm-rank", "worker"]
+            + [RANK_IMAGE, "mpiswarm-rank", "worker"]
         )
         d(
             ["service", "create", "--name", launcher, f"--network=name={net},alias=launcher", "--hostname=launcher"]
             + ["--limit-cpu=0.1", "--reserve-cpu=0.1", "--limit-memory=64M", "--reserve-memory=64M"]
             + common
-            + ["mpiswarm/openmpi:0.1.0", "mpiswarm-rank", "launcher"]
+            + [RANK_IMAGE, "mpiswarm-rank", "launcher"]
             + ["mpirun", "--allow-run-as-root", "--hostfile", "/etc/mpi/hostfile", "-np", str(RANKS)]
             + ["/usr/local/bin/pi", SAMPLES]
         )

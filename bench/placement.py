@@ -14,7 +14,7 @@ The input is the rank image's hpccinf.txt with the HPL size N replaced
 import statistics
 import time
 
-from stack import say
+from stack import mpijob, say
 
 # (config name, placement.policy, profile). auto with the network profile
 # packs, with cpu or memory spreads: the three auto configs are the
@@ -56,25 +56,16 @@ def manifest(name, policy, profile, hpl_n, cpus):
         f"sed '6s/^[0-9]*/{hpl_n}/' /usr/share/mpiswarm/hpccinf.txt > /tmp/bench-hpccinf.txt"
         " && MPISWARM_HPCC_INPUT=/tmp/bench-hpccinf.txt exec mpiswarm-hpcc"
     )
-    return {
-        "apiVersion": "mpiswarm.io/v1alpha1",
-        "kind": "MpiJob",
-        "metadata": {"name": name},
-        "spec": {
-            "image": "mpiswarm/openmpi:0.1.0",
-            "command": ["sh", "-c", script],
-            "ranks": 4,
-            "resources": {"cpus": cpus, "memory": "256Mi"},
-            "profile": profile,
-            "placement": {"policy": policy},
-            "mpi": {
-                "implementation": "OpenMPI",
-                "mpirunArgs": MPIRUN_ARGS,
-                "env": [{"name": "OMP_NUM_THREADS", "value": "1"}],
-            },
-            "runPolicy": {"backoffLimit": 0, "activeDeadlineSeconds": 900},
-        },
-    }
+    return mpijob(
+        name,
+        command=["sh", "-c", script],
+        ranks=4,
+        resources={"cpus": cpus, "memory": "256Mi"},
+        profile=profile,
+        placement={"policy": policy},
+        mpi={"implementation": "OpenMPI", "mpirunArgs": MPIRUN_ARGS, "env": [{"name": "OMP_NUM_THREADS", "value": "1"}]},
+        runPolicy={"backoffLimit": 0, "activeDeadlineSeconds": 900},
+    )
 
 
 def parse_hpcc(text):
@@ -89,11 +80,10 @@ def parse_hpcc(text):
     return out
 
 
-def run(stack, reps, hpl_n, cpus):
-    """Returns one row per run. The order of configs rotates every
-    repetition, so no config always runs first (after a cold start) or
-    last."""
-    rows = []
+def run(stack, reps, hpl_n, cpus, rows):
+    """Appends one row per run to `rows` (so a failure keeps what was
+    measured). The order of configs rotates every repetition, so no config
+    always runs first (after a cold start) or last."""
     total = reps * len(CONFIGS)
     done = 0
     for rep in range(reps):

@@ -4,12 +4,49 @@ that produced it. The prose that does not depend on the figures lives in
 bench/reading.md and is appended as is."""
 
 import csv
+import json
 import os
 import statistics
 
 import placement
 
 MESOS_18_CYCLE_S = 1.1  # Mesos 1.8, 10k agents x 1k frameworks (allocator benchmark)
+
+
+class Runs:
+    """OUT/runs.json: how each section's current CSV was made (exact
+    command, binary, date, commit, minutes, load), so a page assembled from
+    sections of different runs names each one's command."""
+
+    def __init__(self, out_dir):
+        self.path = os.path.join(out_dir, "runs.json")
+        try:
+            with open(self.path) as f:
+                self.data = json.load(f)
+        except (OSError, ValueError):
+            self.data = {}
+
+    def record(self, section, info):
+        self.data[section] = info
+        with open(self.path, "w") as f:
+            json.dump(self.data, f, indent=2, sort_keys=True)
+            f.write("\n")
+
+    def all(self):
+        return dict(self.data)
+
+
+def how(meta, section):
+    """The sentence naming the exact command of a section's figures."""
+    r = meta.get("runs", {}).get(section)
+    if not r:
+        return "Command: unknown (no runs.json entry)."
+    lo, med, hi = r["load"]
+    return (
+        f"Command: `{r['command']}` (binary: {r['binary']}), {r['date']}, commit {r['commit']}, "
+        f"{r['minutes']} min; the 1-minute load average during it was {lo:.1f}–{hi:.1f} (median {med:.1f}) on "
+        f"{os.cpu_count()} cpus."
+    )
 
 
 def write_csv(path, rows):
@@ -20,6 +57,25 @@ def write_csv(path, rows):
         w = csv.DictWriter(f, fieldnames=keys)
         w.writeheader()
         w.writerows(rows)
+
+
+def read_csv(path):
+    """Rows of an earlier run's CSV, numbers as floats (ints where whole)."""
+    if not os.path.exists(path):
+        return []
+
+    def value(v):
+        try:
+            f = float(v)
+        except ValueError:
+            return v
+        return int(f) if f.is_integer() and "." not in v else f
+
+    with open(path) as f:
+        return [{k: value(v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+CSVS = ["placement.csv", "overhead.csv", "scale-criterion.csv", "scale-controller.csv"]
 
 
 def fmt(v, digits=3):
@@ -52,7 +108,9 @@ def placement_section(meta, rows):
     out = [
         "## Placement: pack vs spread vs auto on real MPI (the Scylla result)",
         "",
-        f"Command: `{meta['placement_command']}` (inside `{meta['command']}`): `{meta['up_command']}`, then "
+        how(meta, "placement"),
+        "",
+        f"Setup: `{meta['up_command']}`, then "
         f"{meta['reps']} interleaved repetitions of {len(placement.CONFIGS)} MpiJobs (the order rotates every "
         "repetition), each Debian's `hpcc` over 4 ranks of "
         f"{meta['rank_cpus']} cpu and 256 MiB (`command: sh -c \"sed '6s/^[0-9]*/{meta['hpl_n']}/' "
@@ -66,6 +124,8 @@ def placement_section(meta, rows):
         "every rank exchanges blocks with the others; ping-pong latency beside it), CPU-bound **StarDGEMM_Gflops** "
         "(every rank multiplies matrices at once; a rank's rate), memory-bound **StarSTREAM_Triad** (every rank "
         "streams at once; GB/s a rank). Median (min–max) over the repetitions.",
+        "",
+        "![placement](bench/placement.png)",
         "",
         "| config | policy applied | nodes (ranks a node) | PTRANS GB/s | ping-pong latency µs | StarDGEMM Gflop/s | "
         "StarSTREAM Triad GB/s | HPL Tflop/s | hpcc run s |",
@@ -111,8 +171,9 @@ def overhead_section(meta, rows):
     out = [
         "## Control-plane overhead: bare Swarm vs `kubectl apply`",
         "",
-        f"Command: `{meta['overhead_command']}` (inside `{meta['command']}`), on the same `{meta['up_command']}` "
-        f"stack; {meta['overhead_reps']} pairs, interleaved a b, b a, …. Workload: the rank image's `pi "
+        how(meta, "overhead"),
+        "",
+        f"Setup: the same `{meta['up_command']}` stack; {meta['overhead_reps']} pairs, interleaved a b, b a, …. Workload: the rank image's `pi "
         "2000000` over 4 ranks of 0.2 cpu packed on one node: one worker service (4 slots, sshd) and one launcher "
         "service (`mpirun`), same image, limits, overlay, secret and config both ways. (a) a script runs "
         "`ssh-keygen`, `docker network create`, `docker secret create`, `docker config create`, `docker service "
@@ -124,6 +185,8 @@ def overhead_section(meta, rows):
     if a and b:
         ma, mb = statistics.median(a), statistics.median(b)
         out += [
+            "![overhead](bench/overhead.png)",
+            "",
             "| | (a) bare Swarm | (b) mpiswarm | b/a | b−a |",
             "|---|---|---|---|---|",
             f"| start to end, s: median (min–max) | {med_range(a)} | {med_range(b)} | **{mb / ma:.2f}** "
@@ -158,9 +221,13 @@ def scale_section(meta, crit, controller):
     out = [
         "## Scale without containers",
         "",
-        f"Command: `{meta['scale_command']}` (inside `{meta['command']}`). Criterion medians with their 95% "
+        how(meta, "scale"),
+        "",
+        "Criterion medians with their 95% "
         "confidence interval; raw rows: `docs/bench/scale-criterion.csv`, `docs/bench/scale-controller.csv`; "
         "plot: `docs/bench/scale.png`.",
+        "",
+        "![scale](bench/scale.png)",
         "",
         "### The offer layer's allocation cycle (`offers/benches/allocation_cycle.rs`)",
         "",
@@ -248,10 +315,14 @@ def page(meta, place_rows, over_rows, crit, controller, reading):
     out = [
         "# Benchmarks",
         "",
-        f"Generated by `{meta['command']}` ({meta['script']}) on {meta['date']}, commit {meta['commit']}, "
-        f"in {meta['elapsed']}. Machine: {meta['machine']}. {meta['load_note']}",
+        "Generated by `bench/run` (`make bench` builds the benchmarks, then runs it; `bench/run --only SECTION` "
+        "re-measures one section and keeps the others' CSVs; `bench/run --report-only` rewrites this page and "
+        f"the plots from `docs/bench/`). Machine: {meta['machine']}; every section names the exact command, "
+        "binary and the machine's load while it ran. Raw CSV and plots: `docs/bench/`.",
         "",
     ]
+    if meta.get("partial"):
+        out += [meta["partial"], ""]
     if place_rows:
         out += placement_section(meta, place_rows) + [""]
     if over_rows:
@@ -265,14 +336,15 @@ def page(meta, place_rows, over_rows, crit, controller, reading):
 
 def write(out_dir, page_path, meta, place_rows, over_rows, crit, controller):
     os.makedirs(out_dir, exist_ok=True)
-    for name, rows in [
-        ("placement.csv", place_rows),
-        ("overhead.csv", over_rows),
-        ("scale-criterion.csv", crit),
-        ("scale-controller.csv", controller),
-    ]:
-        if rows:
-            write_csv(os.path.join(out_dir, name), rows)
+    # A section this run did not measure (`--only`) keeps its earlier CSV,
+    # and the page shows it from there.
+    fresh = [place_rows, over_rows, crit, controller]
+    for i, name in enumerate(CSVS):
+        if fresh[i]:
+            write_csv(os.path.join(out_dir, name), fresh[i])
+        else:
+            fresh[i] = read_csv(os.path.join(out_dir, name))
+    place_rows, over_rows, crit, controller = fresh
     reading_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reading.md")
     reading = open(reading_path).read() if os.path.exists(reading_path) else ""
     text = page(meta, place_rows, over_rows, crit, controller, reading)

@@ -9,9 +9,14 @@ import json
 import os
 import re
 import subprocess
-import time
 
 from stack import CommandFailed, say
+
+# Every bench is built with the same package set as `make bench`'s
+# `cargo bench --no-run` (the Makefile's BENCHES): cargo unifies dependency
+# features over the packages named, so naming one package alone would
+# rebuild its dependencies.
+PACKAGES = ["-p", "mpiswarm-policy", "-p", "mpiswarm-offers", "-p", "mpiswarm"]
 
 CRITERION = [
     ("mpiswarm-policy", "placement"),
@@ -28,7 +33,7 @@ RECONCILED = re.compile(r"reconciled them in ([\d.]+) s.*RSS (\d+) MiB \(peak (\
 def cargo_bench(package, bench, env, profile, extra, log):
     """`cargo bench` of one target; its output goes to `log` and, as
     progress, one line per finished benchmark to stderr."""
-    args = ["cargo", "bench", "-q", "-p", package, "--bench", bench]
+    args = ["cargo", "bench", "-q"] + PACKAGES + ["--bench", bench]
     if profile:
         args += ["--profile", profile]
     args += ["--"] + extra
@@ -75,20 +80,23 @@ def criterion_results(target_dir, since):
     return rows
 
 
-def run(sizes, controller_sizes, target_dir, smoke, log_path):
-    """Returns (criterion rows, controller rows). In smoke mode the
-    benchmarks are built with the dev profile (what `make test` already
-    compiled) and measured for a tenth of a second each."""
+def run(sizes, controller_sizes, target_dir, smoke, log_path, parts, crit, controller):
+    """Appends to `crit` (every criterion estimate under the target dir,
+    this run's and earlier ones') and `controller` (one row per size), so
+    an interrupted run keeps what it measured. `parts` names the benches to
+    run. In smoke mode the benchmarks are built with the dev profile (what
+    `make test` already compiled) and measured for a tenth of a second each."""
     env = {"MPISWARM_BENCH_SIZES": ",".join(map(str, sizes)), "CARGO_TARGET_DIR": target_dir}
     profile = "dev" if smoke else None
     extra = ["--warm-up-time", "0.05", "--measurement-time", "0.1"] if smoke else []
-    since = time.time() - 1
     with open(log_path, "a") as log:
-        for package, bench in CRITERION:
-            cargo_bench(package, bench, env, profile, extra, log)
-        crit = criterion_results(target_dir, since)
-        controller = []
-        for n in controller_sizes:
+        try:
+            for package, bench in CRITERION:
+                if bench in parts:
+                    cargo_bench(package, bench, env, profile, extra, log)
+        finally:
+            crit.extend(criterion_results(target_dir, 0))
+        for n in controller_sizes if "controller" in parts else []:
             cenv = {
                 "MPISWARM_BENCH_JOBS": str(n),
                 "MPISWARM_BENCH_STORED": str(n),
@@ -108,4 +116,3 @@ def run(sizes, controller_sizes, target_dir, smoke, log_path):
                     raise CommandFailed(f"the controller benchmark printed no line like {pattern.pattern!r}:\n{out}")
                 row.update({k: float(v) for k, v in zip(names, m.groups()) if k != "_"})
             controller.append(row)
-    return crit, controller

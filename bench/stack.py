@@ -13,10 +13,13 @@ import tempfile
 import time
 
 T0 = time.monotonic()
+# The 1-minute load average at every progress line, for the page.
+LOADS = []
 
 
 def say(line):
     """A progress line: elapsed mm:ss, then the line."""
+    LOADS.append(load())
     s = int(time.monotonic() - T0)
     print(f"[{s // 60:02d}:{s % 60:02d}] {line}", file=sys.stderr, flush=True)
 
@@ -138,6 +141,19 @@ class Stack:
         return out
 
 
+RANK_IMAGE = "mpiswarm/openmpi:0.1.0"
+
+
+def mpijob(name, **spec):
+    """An MpiJob of the rank image with `spec`'s fields."""
+    return {
+        "apiVersion": "mpiswarm.io/v1alpha1",
+        "kind": "MpiJob",
+        "metadata": {"name": name},
+        "spec": {"image": RANK_IMAGE, **spec},
+    }
+
+
 def parse_time(text):
     """RFC 3339 with optional fraction, `Z` only (what the API server writes)."""
     from datetime import datetime, timezone
@@ -154,6 +170,6 @@ def parse_time(text):
 
 
 def load():
-    """The 1-minute load average and the other processes' share, for the page."""
+    """The 1-minute load average."""
     with open("/proc/loadavg") as f:
         return float(f.read().split()[0])
