@@ -80,15 +80,16 @@ def parse_hpcc(text):
     return out
 
 
-def run(stack, reps, hpl_n, cpus, rows):
+def run(stack, reps, hpl_n, cpus, rows, configs=None):
     """Appends one row per run to `rows` (so a failure keeps what was
     measured). The order of configs rotates every repetition, so no config
     always runs first (after a cold start) or last."""
-    total = reps * len(CONFIGS)
+    configs = [c for c in CONFIGS if configs is None or c[0] in configs]
+    total = reps * len(configs)
     done = 0
     for rep in range(reps):
-        k = rep % len(CONFIGS)
-        for config, policy, profile in CONFIGS[k:] + CONFIGS[:k]:
+        k = rep % len(configs)
+        for config, policy, profile in configs[k:] + configs[:k]:
             done += 1
             name = f"bench-{config}-{rep}"
             started = time.monotonic()

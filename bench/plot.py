@@ -99,7 +99,7 @@ def scale(d):
     ax = axes[0]
     for fw in ("100", "1000"):
         pts = sorted(
-            (int(r["size"]), num(r["median_s"]))
+            (int(r["size"]), num(r["estimate_s"]))
             for r in crit
             if r["group"] == "allocation_cycle" and r["case"].split("_")[3] == fw
         )
@@ -113,7 +113,7 @@ def scale(d):
     for clock in ("wall",):
         for pol in ("pack", "spread", "auto-balanced"):
             pts = sorted(
-                (int(r["size"]), num(r["median_s"]))
+                (int(r["size"]), num(r["estimate_s"]))
                 for r in crit
                 if "place 1024 ranks" in r["group"] and r["group"].startswith(clock)
                 and r["function"] == f"from offers/{pol}"
@@ -121,7 +121,7 @@ def scale(d):
             if pts:
                 ax.plot(*zip(*pts), "o-", label=f"place 1024 ranks, {pol}")
         pts = sorted(
-            (int(r["size"]), num(r["median_s"])) for r in crit if "queue round" in r["group"]
+            (int(r["size"]), num(r["estimate_s"])) for r in crit if "queue round" in r["group"]
             and r["group"].startswith(clock)
         )
         if pts:

@@ -27,6 +27,8 @@ class Runs:
             self.data = {}
 
     def record(self, section, info):
+        # Re-read first: another bench/run (another --only) may have recorded since.
+        self.__init__(os.path.dirname(self.path))
         self.data[section] = info
         with open(self.path, "w") as f:
             json.dump(self.data, f, indent=2, sort_keys=True)
@@ -45,7 +47,7 @@ def how(meta, section):
     return (
         f"Command: `{r['command']}` (binary: {r['binary']}), {r['date']}, commit {r['commit']}, "
         f"{r['minutes']} min; the 1-minute load average during it was {lo:.1f}–{hi:.1f} (median {med:.1f}) on "
-        f"{os.cpu_count()} cpus."
+        f"{os.cpu_count()} cpus." + (f" {r['note']}" if r.get("note") else "")
     )
 
 
@@ -156,7 +158,7 @@ def placement_section(meta, rows):
         m = v["medians"]
         agrees = "yes" if v["winner"] == v["expected"] else "**no**"
         gap = v["auto_gap"]
-        within = "within 5%" if gap <= 0.05 else "**more than 5% slower**"
+        within = "as fast or faster" if gap <= 0 else "within 5%" if gap <= 0.05 else "**more than 5% slower**"
         out.append(
             f"| {v['class']} | {v['key']} | {fmt(m['pack'][0])} | {fmt(m['spread'][0])} | {v['winner']} | "
             f"×{v['ratio']:.2f} | {v['profile']} → {v['expected']} | {agrees} | {fmt(m[v['auto']][0])} "
@@ -223,8 +225,8 @@ def scale_section(meta, crit, controller):
         "",
         how(meta, "scale"),
         "",
-        "Criterion medians with their 95% "
-        "confidence interval; raw rows: `docs/bench/scale-criterion.csv`, `docs/bench/scale-controller.csv`; "
+        "Criterion's estimates (what it prints: the slope of its samples, or their mean where sampling is flat) "
+        "with their 95% confidence interval; raw rows: `docs/bench/scale-criterion.csv`, `docs/bench/scale-controller.csv`; "
         "plot: `docs/bench/scale.png`.",
         "",
         "![scale](bench/scale.png)",
@@ -248,13 +250,13 @@ def scale_section(meta, crit, controller):
         for fw in (100, 1000):
             r = cycles.get((agents, fw))
             cells.append(
-                f"{duration(r['median_s'])} ({duration(r['ci_low_s'])}–{duration(r['ci_high_s'])})" if r else "–"
+                f"{duration(r['estimate_s'])} ({duration(r['ci_low_s'])}–{duration(r['ci_high_s'])})" if r else "–"
             )
         out.append(f"| {agents:,} | {cells[0]} | {cells[1]} |")
     big = cycles.get((max((k[0] for k in cycles), default=0), 1000))
     if big and big and max(k[0] for k in cycles) == 10_000:
-        out += ["", f"At 10,000 × 1,000: {duration(big['median_s'])}, "
-                f"{MESOS_18_CYCLE_S / big['median_s']:.1f}× faster than Mesos 1.8's published figure "
+        out += ["", f"At 10,000 × 1,000: {duration(big['estimate_s'])}, "
+                f"{MESOS_18_CYCLE_S / big['estimate_s']:.1f}× faster than Mesos 1.8's published figure "
                 "(different machine, and our allocator offers cpus/mem/disk only)."]
     out += [
         "",
@@ -275,8 +277,9 @@ def scale_section(meta, crit, controller):
                 for s in sizes:
                     r = next((r for r in place if r["size"] == s and r["function"].endswith(pol)
                               and r["group"].startswith(clock)), None)
-                    cells.append(duration(r["median_s"]) if r else "–")
-                out.append(f"| {pol}, {clock} | " + " | ".join(cells) + " |")
+                    cells.append(duration(r["estimate_s"]) if r else "–")
+                if any(c != "–" for c in cells):
+                    out.append(f"| {pol}, {clock} | " + " | ".join(cells) + " |")
     queue = [r for r in crit if "queue round" in r["group"]]
     qsizes = sorted({r["size"] for r in queue})
     if qsizes:
@@ -286,8 +289,9 @@ def scale_section(meta, crit, controller):
             cells = []
             for s in qsizes:
                 r = next((r for r in queue if r["size"] == s and r["group"].startswith(clock)), None)
-                cells.append(duration(r["median_s"]) if r else "–")
-            out.append(f"| {clock} | " + " | ".join(cells) + " |")
+                cells.append(duration(r["estimate_s"]) if r else "–")
+            if any(c != "–" for c in cells):
+                out.append(f"| {clock} | " + " | ".join(cells) + " |")
     out += [
         "",
         "### The controller (`cli/benches/controller.rs`)",

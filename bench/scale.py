@@ -2,12 +2,13 @@
 the offer layer's allocation cycle) over a size grid given by
 MPISWARM_BENCH_SIZES, and the controller benchmark (cli/benches/controller.rs:
 throughput to the last Scheduled, RSS with N stored jobs) once per size.
-Criterion's figures are read from its estimates.json files (median and its
-95% confidence interval); the controller's from the lines it prints."""
+Criterion's figures are read from its estimates.json files (the estimate
+it prints, with its 95% confidence interval); the controller's from the lines it prints."""
 
 import json
 import os
 import re
+import signal
 import subprocess
 
 from stack import CommandFailed, say
@@ -38,14 +39,26 @@ def cargo_bench(package, bench, env, profile, extra, log):
         args += ["--profile", profile]
     args += ["--"] + extra
     say(" ".join(f"{k}={v}" for k, v in env.items() if k.startswith("MPISWARM_")) + " " + " ".join(args))
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, **env})
+    # Its own process group, so an interrupt can end cargo, the benchmark and
+    # the controller process the benchmark starts, all by this group's id.
+    p = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, **env},
+        start_new_session=True,
+    )
     out = []
-    for line in p.stdout:
-        out.append(line)
-        log.write(line)
-        stripped = line.strip()
-        if stripped.startswith("time:") or stripped.startswith(("throughput:", "memory:", "controller")):
-            say(f"  {bench}: {out[-2].strip() if stripped.startswith('time:') else ''} {stripped}")
+    try:
+        for line in p.stdout:
+            out.append(line)
+            log.write(line)
+            stripped = line.strip()
+            if stripped.startswith("time:") or stripped.startswith(("throughput:", "memory:", "controller")):
+                say(f"  {bench}: {out[-2].strip() if stripped.startswith('time:') else ''} {stripped}")
+    except BaseException:
+        # Interrupted: cargo's child (and the controller benchmark's own
+        # `mpiswarm controller`) must not outlive the run.
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait()
+        raise
     if p.wait() != 0:
         raise CommandFailed(f"{' '.join(args)} exited {p.returncode}: {''.join(out)[-3000:]}")
     return "".join(out)
@@ -64,14 +77,16 @@ def criterion_results(target_dir, since):
         with open(os.path.join(dirpath, "benchmark.json")) as f:
             meta = json.load(f)
         with open(est_path) as f:
-            est = json.load(f)["median"]
+            estimates = json.load(f)
+        # The figure criterion prints: the slope of linear sampling, the mean of flat sampling.
+        est = estimates.get("slope") or estimates["mean"]
         rows.append(
             {
                 "group": meta["group_id"],
                 "function": meta.get("function_id") or "",
                 "size": int(meta["value_str"].split("_")[0]) if meta.get("value_str") else "",
                 "case": meta.get("value_str") or "",
-                "median_s": est["point_estimate"] / 1e9,
+                "estimate_s": est["point_estimate"] / 1e9,
                 "ci_low_s": est["confidence_interval"]["lower_bound"] / 1e9,
                 "ci_high_s": est["confidence_interval"]["upper_bound"] / 1e9,
             }
