@@ -44,10 +44,10 @@ run: ## run examples/pi.yaml to completion on the one-machine stack (starts and 
 # the benchmarks.
 BENCHES = -p mpiswarm-policy -p mpiswarm-offers -p mpiswarm --bench placement --bench allocation_cycle --bench controller
 
-bench: images ## placement on real MPI, control-plane overhead, scale (~25 min): docs/benchmarks.md, docs/bench/
+bench: images ## placement on real MPI, control-plane overhead, scale (meant to fit 30 min on 2 idle cores): docs/benchmarks.md, docs/bench/
 	$(CARGO) bench --no-run $(BENCHES)
 	bench/run
 
-bench-smoke: images ## bench/run --smoke: every benchmark once at tiny sizes, output in a temp dir (a few minutes)
+bench-smoke: images ## bench/run --smoke: every section once at tiny sizes, 2 nodes, output in a temp dir
 	$(CARGO) build -p mpiswarm
 	bench/run --smoke
