@@ -103,14 +103,20 @@ def run(sizes, controller_sizes, target_dir, smoke, log_path, parts, crit, contr
     `make test` already compiled) and measured for a tenth of a second each."""
     env = {"MPISWARM_BENCH_SIZES": ",".join(map(str, sizes)), "CARGO_TARGET_DIR": target_dir}
     profile = "dev" if smoke else None
-    extra = ["--warm-up-time", "0.05", "--measurement-time", "0.1"] if smoke else []
+    # No HTML plots (bench/plot.py draws ours); a smoke run also resamples
+    # less, since criterion's 100,000 bootstrap resamples take seconds a case
+    # in a dev build.
+    extra = ["--noplot"]
+    if smoke:
+        extra += ["--warm-up-time", "0.05", "--measurement-time", "0.1", "--nresamples", "1000"]
     with open(log_path, "a") as log:
         try:
             for package, bench in CRITERION:
                 if bench in parts:
                     cargo_bench(package, bench, env, profile, extra, log)
         finally:
-            crit.extend(criterion_results(target_dir, 0))
+            # Only this grid's sizes: a smoke run's small sizes share criterion's directory.
+            crit.extend(r for r in criterion_results(target_dir, 0) if r["size"] in sizes)
         for n in controller_sizes if "controller" in parts else []:
             cenv = {
                 "MPISWARM_BENCH_JOBS": str(n),
