@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 MPISWARM = $(CARGO) run -q -p mpiswarm --
 
-.PHONY: all build test lint fmt-check clippy unit crds images run bench help
+.PHONY: all build test lint fmt-check clippy unit crds images run bench bench-smoke help
 
 all: build
 
@@ -39,5 +39,15 @@ images: ## build the rank image mpiswarm/openmpi and the node image mpiswarm/nod
 run: ## run examples/pi.yaml to completion on the one-machine stack (starts and stops one if none runs)
 	scripts/run-example examples/pi.yaml
 
-bench: ## criterion benchmarks (placement, allocator, API server)
-	$(CARGO) bench --workspace
+# The release builds of the benchmarks (and of the mpiswarm binary the
+# container benchmarks run) come first, so bench/run's clock measures only
+# the benchmarks.
+BENCHES = -p mpiswarm-policy -p mpiswarm-offers -p mpiswarm --bench placement --bench allocation_cycle --bench controller
+
+bench: images ## placement on real MPI, control-plane overhead, scale (meant to fit 30 min on 2 idle cores): docs/benchmarks.md, docs/bench/
+	$(CARGO) bench --no-run $(BENCHES)
+	bench/run
+
+bench-smoke: images ## bench/run --smoke: every section once at tiny sizes, 2 nodes, output in a temp dir
+	$(CARGO) build -p mpiswarm
+	bench/run --smoke

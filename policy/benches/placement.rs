@@ -1,9 +1,11 @@
-//! Placement cost at cluster scale: one 1,024-rank job over 10,000 agents
-//! (every policy), and a queue round of 1,000 waiting jobs over 1,000 agents.
-//! The engine runs inside the controller's offer cycle, so these must stay
-//! far below the cycle's period. The queue asks for about twice the cluster
-//! (1 to 128 one-cpu ranks per job, ~36,000 free cpus), so backfill and
-//! unfit explanations are part of what is measured.
+//! Placement cost at cluster scale: one 1,024-rank job over N agents (every
+//! policy), and a queue round of N waiting jobs over 1,000 agents, for N in
+//! `MPISWARM_BENCH_SIZES` (default 1000,2000,5000,10000; `bench/run` plots
+//! how each grows). The engine runs inside the controller's offer cycle, so
+//! these must stay far below the cycle's period. With 1,000 jobs the queue
+//! asks for about twice the cluster (1 to 128 one-cpu ranks per job, ~36,000
+//! free cpus), so backfill and unfit explanations are part of what is
+//! measured.
 //!
 //! Every case runs twice: against wall time, and against the benchmark
 //! thread's CPU time, which stays meaningful on a machine shared with other
@@ -81,48 +83,70 @@ fn cluster(agents: usize, seed: u64) -> Vec<AgentCapacity> {
         .collect()
 }
 
+/// The grid: `MPISWARM_BENCH_SIZES`, comma-separated, or Mesos' scale steps.
+fn sizes() -> Vec<usize> {
+    let default = vec![1_000, 2_000, 5_000, 10_000];
+    match std::env::var("MPISWARM_BENCH_SIZES") {
+        Ok(list) => {
+            let parsed: Result<Vec<usize>, _> = list.split(',').map(|s| s.trim().parse()).collect();
+            parsed.unwrap_or_else(|e| panic!("MPISWARM_BENCH_SIZES={list:?}: {e}; give sizes like 1000,2000"))
+        }
+        Err(_) => default,
+    }
+}
+
 fn single_job<M: Measurement>(c: &mut Criterion<M>, clock: &str) {
-    let offers = cluster(10_000, 0x9e37_79b9_7f4a_7c15);
     let scorer = TopologyScorer::default();
-    let prepared = Cluster::new(&offers, &scorer);
-    let mut group = c.benchmark_group(format!("{clock}: place 1024 ranks over 10000 agents"));
-    for (name, profile, policy) in [
-        ("pack", Profile::Network, Policy::Pack),
-        ("spread", Profile::Cpu, Policy::Spread),
-        ("auto-balanced", Profile::Balanced, Policy::Auto),
-    ] {
-        let job = JobDemand::new(1024, Resources::new(1.0, 1024.0, 0.0)).with_profile(profile).with_policy(policy);
-        assert!(place(&job, &offers).is_ok(), "the benchmark job must fit");
-        group.bench_with_input(BenchmarkId::new("from offers", name), &job, |b, job| {
-            b.iter(|| place(black_box(job), black_box(&offers)))
-        });
-        group.bench_with_input(BenchmarkId::new("on a prepared cluster", name), &job, |b, job| {
-            b.iter(|| prepared.place(black_box(job)))
-        });
+    let mut group = c.benchmark_group(format!("{clock}: place 1024 ranks over N agents"));
+    for agents in sizes() {
+        let offers = cluster(agents, 0x9e37_79b9_7f4a_7c15);
+        let prepared = Cluster::new(&offers, &scorer);
+        for (name, profile, policy) in [
+            ("pack", Profile::Network, Policy::Pack),
+            ("spread", Profile::Cpu, Policy::Spread),
+            ("auto-balanced", Profile::Balanced, Policy::Auto),
+        ] {
+            let job = JobDemand::new(1024, Resources::new(1.0, 1024.0, 0.0)).with_profile(profile).with_policy(policy);
+            assert!(place(&job, &offers).is_ok(), "the benchmark job must fit on {agents} agents");
+            group.bench_with_input(BenchmarkId::new(format!("from offers/{name}"), agents), &job, |b, job| {
+                b.iter(|| place(black_box(job), black_box(&offers)))
+            });
+            group.bench_with_input(
+                BenchmarkId::new(format!("on a prepared cluster/{name}"), agents),
+                &job,
+                |b, job| b.iter(|| prepared.place(black_box(job))),
+            );
+        }
     }
     group.finish();
 }
 
 fn queue<M: Measurement + 'static>(c: &mut Criterion<M>, clock: &str) {
     let offers = cluster(1_000, 0x2545_f491_4f6c_dd1d);
-    let mut rng = XorShift(0xdead_beef_cafe_f00d);
     let profiles = [Profile::Cpu, Profile::Memory, Profile::Network, Profile::Balanced];
-    let jobs: Vec<QueuedJob> = (0..1_000)
-        .map(|i| QueuedJob {
-            id: format!("job-{i:04}"),
-            role: format!("role-{}", i % 4),
-            created_at: i64::from(i),
-            demand: JobDemand::new(1 + rng.next(128) as u32, Resources::new(1.0, 1024.0, 0.0))
-                .with_profile(profiles[rng.next(4) as usize]),
-        })
-        .collect();
+    // Arrivals spread over the same 1,000 s at every size, so the head has
+    // waited less than the backfill limit and backfill is on, as at 1,000.
     let options = RoundOptions { now: 2_000, backfill: Backfill::WhileHeadWaitsLessThan { max_head_wait_secs: 3_600 } };
     let scorer = TopologyScorer::default();
-    let round = queue_round(&jobs, &offers, &options, &scorer);
-    println!("queue round: {} started, {} waiting", round.started.len(), round.waiting.len());
-    c.bench_function(&format!("{clock}: queue round of 1000 jobs over 1000 agents"), |b| {
-        b.iter(|| queue_round(black_box(&jobs), black_box(&offers), &options, &scorer))
-    });
+    let mut group = c.benchmark_group(format!("{clock}: queue round of N jobs over 1000 agents"));
+    for n in sizes() {
+        let mut rng = XorShift(0xdead_beef_cafe_f00d);
+        let jobs: Vec<QueuedJob> = (0..n)
+            .map(|i| QueuedJob {
+                id: format!("job-{i:05}"),
+                role: format!("role-{}", i % 4),
+                created_at: (i * 1_000 / n) as i64,
+                demand: JobDemand::new(1 + rng.next(128) as u32, Resources::new(1.0, 1024.0, 0.0))
+                    .with_profile(profiles[rng.next(4) as usize]),
+            })
+            .collect();
+        let round = queue_round(&jobs, &offers, &options, &scorer);
+        println!("queue round of {n}: {} started, {} waiting", round.started.len(), round.waiting.len());
+        group.bench_with_input(BenchmarkId::from_parameter(n), &jobs, |b, jobs| {
+            b.iter(|| queue_round(black_box(jobs), black_box(&offers), &options, &scorer))
+        });
+    }
+    group.finish();
 }
 
 fn wall(c: &mut Criterion) {
@@ -136,7 +160,11 @@ fn cpu(c: &mut Criterion<ThreadCpuTime>) {
 }
 
 fn config() -> Criterion {
-    Criterion::default().warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4)).sample_size(20)
+    // Short: the grid has 28 cases per clock and `make bench` has 30 minutes.
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(10)
 }
 
 criterion_group! {
