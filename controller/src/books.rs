@@ -57,6 +57,8 @@ struct Inner {
     short: HashMap<String, String>,
     /// The most each agent has ever offered, per resource: what "the whole cluster" means.
     capacity: BTreeMap<String, AgentCapacity>,
+    /// Bumped whenever `capacity` changes.
+    capacity_epoch: u64,
 }
 
 /// A task to KILL: (task id, agent id).
@@ -156,7 +158,14 @@ impl Books {
 
     /// Records why a round left the job waiting; returns the job's key if the
     /// kind of reason changed (so its status is worth rewriting).
-    pub fn set_wait(&self, uid: &str, wait: String, never_fits: Option<String>, now: i64) -> Option<ObjectRef<MpiJob>> {
+    pub fn set_wait(
+        &self,
+        uid: &str,
+        wait: String,
+        never_fits: Option<String>,
+        never_fits_epoch: u64,
+        now: i64,
+    ) -> Option<ObjectRef<MpiJob>> {
         let mut inner = self.lock();
         let job = inner.jobs.get_mut(uid)?;
         let q = job.queue.as_mut()?;
@@ -167,6 +176,7 @@ impl Books {
             || q.view.wait.as_deref().map(first_clause) != Some(first_clause(&wait));
         q.view.wait = Some(wait);
         q.view.never_fits = never_fits;
+        q.view.never_fits_epoch = Some(never_fits_epoch);
         changed.then(|| job.key.clone())
     }
 
@@ -256,8 +266,14 @@ impl Books {
     /// Remembers the most each agent has offered (per resource).
     pub fn observe_capacity(&self, offered: &[AgentCapacity]) {
         let mut inner = self.lock();
+        let mut changed = false;
         for cap in offered {
-            let seen = inner.capacity.entry(cap.agent_id.clone()).or_insert_with(|| cap.clone());
+            let Some(seen) = inner.capacity.get_mut(&cap.agent_id) else {
+                inner.capacity.insert(cap.agent_id.clone(), cap.clone());
+                changed = true;
+                continue;
+            };
+            let before = seen.clone();
             seen.free.cpus = seen.free.cpus.max(cap.free.cpus);
             seen.free.memory_mib = seen.free.memory_mib.max(cap.free.memory_mib);
             seen.free.network_mbps = match (seen.free.network_mbps, cap.free.network_mbps) {
@@ -265,12 +281,18 @@ impl Books {
                 (a, b) => a.or(b),
             };
             seen.attributes.clone_from(&cap.attributes);
+            changed |= *seen != before;
+        }
+        if changed {
+            inner.capacity_epoch += 1;
         }
     }
 
-    /// Everything the cluster has ever offered, one capacity per agent.
-    pub fn known_capacity(&self) -> Vec<AgentCapacity> {
-        self.lock().capacity.values().cloned().collect()
+    /// Everything the cluster has ever offered, one capacity per agent, and
+    /// its epoch (which changes whenever the capacity does).
+    pub fn known_capacity(&self) -> (Vec<AgentCapacity>, u64) {
+        let inner = self.lock();
+        (inner.capacity.values().cloned().collect(), inner.capacity_epoch)
     }
 
     /// How many tasks of each state the books hold (for metrics and tests).
@@ -282,5 +304,25 @@ impl Books {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use mpiswarm_policy::{AgentCapacity, FreeResources};
+
+    use super::Books;
+
+    #[test]
+    fn the_capacity_epoch_moves_only_when_the_known_capacity_changes() {
+        let books = Books::default();
+        let cap = |cpus| AgentCapacity::new("a1", "n1", FreeResources::new(cpus, 1024.0));
+        assert_eq!(books.known_capacity().1, 0);
+        books.observe_capacity(&[cap(2.0)]);
+        assert_eq!(books.known_capacity().1, 1, "a new agent");
+        books.observe_capacity(&[cap(1.0)]);
+        assert_eq!(books.known_capacity().1, 1, "less than the most it ever offered");
+        books.observe_capacity(&[cap(4.0)]);
+        assert_eq!(books.known_capacity(), (vec![cap(4.0)], 2), "more than ever");
     }
 }

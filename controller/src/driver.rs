@@ -342,16 +342,17 @@ impl Session<'_> {
         let span = tracing::info_span!("offer_round", offers = offers.len(), waiting = waiting.len());
         let entered = span.enter();
         // (Entered only around the pure round below; the awaits come after it is dropped.)
+        let (known, epoch) = ctx.books.known_capacity();
         let outcome = round::plan_round(
             &offers,
             &waiting,
-            &ctx.books.known_capacity(),
+            (&known, epoch),
             RoundOptions { now, backfill: ctx.settings.backfill },
         );
         self.log_round(&outcome.log);
         drop(entered);
         for w in &outcome.waiting {
-            if let Some(key) = ctx.books.set_wait(&w.uid, w.reason.clone(), w.never_fits.clone(), now) {
+            if let Some(key) = ctx.books.set_wait(&w.uid, w.reason.clone(), w.never_fits.clone(), epoch, now) {
                 ctx.wake(key);
             }
         }

@@ -24,6 +24,9 @@ pub struct QueueView {
     pub wait: Option<String>,
     /// Set when the job does not fit even on everything the cluster ever offered.
     pub never_fits: Option<String>,
+    /// The capacity epoch (see `Books::known_capacity`) `never_fits` was
+    /// computed at; it is not computed again until the capacity changes.
+    pub never_fits_epoch: Option<u64>,
 }
 
 /// What must happen besides the status write.
@@ -636,7 +639,7 @@ mod tests {
     #[test]
     fn a_job_that_waits_too_long_or_can_never_fit_is_unschedulable_but_keeps_waiting() {
         let mut row = Row::new(job("  runPolicy: {schedulingTimeoutSeconds: 10}\n"));
-        row.queue = Some(QueueView { since: T0, wait: Some("needs 2 cpus: 1 offered".into()), never_fits: None });
+        row.queue = Some(QueueView { since: T0, wait: Some("needs 2 cpus: 1 offered".into()), ..QueueView::default() });
         let p = row.settle();
         assert!(!p.status.is_true(C::Unschedulable));
         assert_eq!(p.requeue_after, Some(10));
@@ -647,8 +650,11 @@ mod tests {
         assert!(p.actions.contains(&Action::Enqueue { generation: 0 }));
 
         let mut row = Row::new(job(""));
-        row.queue =
-            Some(QueueView { since: T0, wait: None, never_fits: Some("needs 64 cpus; the cluster has 4".into()) });
+        row.queue = Some(QueueView {
+            since: T0,
+            never_fits: Some("needs 64 cpus; the cluster has 4".into()),
+            ..QueueView::default()
+        });
         let c = row.settle().status.condition(C::Unschedulable).cloned().unwrap();
         assert_eq!((c.reason.as_str(), c.message.as_str()), ("ExceedsCluster", "needs 64 cpus; the cluster has 4"));
     }

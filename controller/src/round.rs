@@ -65,11 +65,15 @@ pub fn offer_role(offer: &Offer) -> String {
         .unwrap_or_else(|| "*".to_owned())
 }
 
-/// Plans one round. `known` is everything the cluster has ever offered.
+/// Plans one round. `known` is everything the cluster has ever offered, and
+/// the epoch of that knowledge: whether a waiting job could never fit is
+/// worked out once per job and epoch, not on every round (with a thousand
+/// waiting jobs and rounds every few tens of milliseconds, that placement
+/// against the whole cluster was done a thousand times per round).
 pub fn plan_round(
     offers: &[Offer],
     waiting: &[(String, QueueEntry)],
-    known: &[AgentCapacity],
+    (known, epoch): (&[AgentCapacity], u64),
     options: RoundOptions,
 ) -> Outcome {
     let mut out = Outcome::default();
@@ -124,7 +128,12 @@ pub fn plan_round(
                     format!("queued behind an earlier job of role {role} that does not fit yet ({head})")
                 }
             };
-            let never_fits = entries.get(w.job_id.as_str()).filter(|_| !known.is_empty()).and_then(|q| {
+            let Some(q) = entries.get(w.job_id.as_str()) else { continue };
+            let never_fits = if q.view.never_fits_epoch == Some(epoch) {
+                q.view.never_fits.clone()
+            } else if known.is_empty() {
+                None
+            } else {
                 place(&q.demand, known).err().map(|unfit| {
                     format!(
                         "does not fit even on everything the {} agents of the cluster offer: {}",
@@ -132,10 +141,37 @@ pub fn plan_round(
                         unfit.reason
                     )
                 })
-            });
+            };
             out.waiting.push(StillWaiting { uid: w.job_id.clone(), reason, never_fits });
         }
         out.log.push(RoleRound { role: role.to_owned(), jobs, offers: caps, options, round });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use mpiswarm_crds::MpiJob;
+    use mpiswarm_policy::{AgentCapacity, Backfill, FreeResources, RoundOptions};
+
+    use super::plan_round;
+    use crate::fixtures::{JobFixture as _, T0, UID};
+
+    #[test]
+    fn whether_a_job_never_fits_is_worked_out_once_per_capacity_epoch() {
+        let mut entry =
+            crate::reconcile::queue_entry(&Arc::new(MpiJob::test()), UID, 0, Vec::new(), T0).unwrap().unwrap();
+        entry.view.never_fits = Some("worked out before".into());
+        entry.view.never_fits_epoch = Some(7);
+        let waiting = vec![(UID.to_owned(), entry)];
+        // One 1-cpu agent: the 4 x 0.5-cpu job can never fit.
+        let known = [AgentCapacity::new("a1", "n1", FreeResources::new(1.0, 4096.0))];
+        let options = RoundOptions { now: T0, backfill: Backfill::Off };
+        let never_fits = |epoch| plan_round(&[], &waiting, (&known, epoch), options).waiting[0].never_fits.clone();
+        assert_eq!(never_fits(7).as_deref(), Some("worked out before"), "same epoch: not placed again");
+        let fresh = never_fits(8).unwrap_or_default();
+        assert!(fresh.starts_with("does not fit even on everything the 1 agents"), "new epoch: placed again: {fresh}");
+    }
 }
