@@ -5,7 +5,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 MPISWARM = $(CARGO) run -q -p mpiswarm --
 
-.PHONY: all build test lint fmt-check clippy unit crds images run bench bench-smoke help
+.PHONY: all build test lint fmt-check clippy unit e2e crds images run bench bench-smoke help
 
 all: build
 
@@ -27,6 +27,9 @@ clippy:
 
 unit: ## unit, integration and end-to-end tests
 	$(CARGO) test --workspace --no-fail-fast
+
+e2e: images ## only the end-to-end suite on a 3-node swarm (part of unit; prints its wall time)
+	$(CARGO) test -p mpiswarm-e2e --test suite
 
 crds: ## regenerate crds/mpijob.yaml (and its copy manifests/10-crd.yaml) from the Rust types
 	$(MPISWARM) crd > crds/mpijob.yaml

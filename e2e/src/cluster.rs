@@ -175,7 +175,8 @@ impl Cluster {
     /// `kubectl apply -f -` of `yaml`, which must be accepted.
     pub fn apply(&self, yaml: &str) {
         let out = self.kubectl_with(&["apply", "-f", "-"], Some(yaml));
-        assert!(out.status.success(), "kubectl apply refused:\n{yaml}\n{}", String::from_utf8_lossy(&out.stderr));
+        let head: String = yaml.chars().take(400).collect();
+        assert!(out.status.success(), "kubectl apply refused:\n{head}...\n{}", String::from_utf8_lossy(&out.stderr));
     }
 
     /// `mpiswarm ARGS --data-dir DATA`.
