@@ -74,10 +74,8 @@ fn until<T>(what: &str, started: Instant, mut check: impl FnMut() -> Option<T>) 
 
 /// The offer layer's view: (agent ids, framework ids of connected frameworks).
 fn master_state(offers: &str) -> Option<(Vec<String>, Vec<String>)> {
-    let mut curl = Command::new("curl");
-    curl.args(["-sf", "--max-time", "5", &format!("{offers}/master/state")]);
-    let out = run(curl);
-    let state: Value = serde_json::from_slice(&out.stdout).ok()?;
+    let body = mpiswarm_testkit::http::get_ok(&format!("{offers}/master/state")).ok()?;
+    let state: Value = serde_json::from_str(&body).ok()?;
     let ids = |key: &str, connected: bool| {
         state[key]
             .as_array()

@@ -18,13 +18,18 @@
 //! - [`job`]: MpiJobs to apply and their status; following a job to its end
 //!   while recording where Swarm ran it.
 //! - [`leftovers`]: nothing of mpiswarm's left on any node.
+//! - [`components`]: the processes of an `up --split` cluster, killed alone
+//!   and seen started again; the offer layer's and agents' own state.
+//! - [`events`]: the services Swarm created in a time window.
 //! - [`runner`]: one cluster per test binary, its cases in order, wall time.
 //! - [`wait`]: polling with an overall deadline.
 //! - [`images`]: the images the suite needs (built by `make images`).
 
 pub mod binary;
 pub mod cluster;
+pub mod components;
 pub mod engine;
+pub mod events;
 pub mod images;
 pub mod job;
 pub mod leftovers;

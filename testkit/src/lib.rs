@@ -4,6 +4,7 @@
 //!   that speak the real agent API over HTTP and keep no containers;
 //! - [`spec`]: [`AgentSpec`], what an agent is;
 //! - [`pki`]: [`TestPki`], a throwaway CA, server certificate and credentials as files;
+//! - [`http`]: one plain-HTTP GET to a component on loopback (no client crate, no curl);
 //! - [`books`]: the tasks an agent holds and how events move them;
 //! - [`program`]: how a test agent ends a task by its command's last words
 //!   (`true`, `false`, `exit N`, `sleep N`, or never), and the
@@ -35,6 +36,7 @@
 
 pub mod agent;
 pub mod books;
+pub mod http;
 pub mod pki;
 pub mod process;
 pub mod program;

@@ -1,0 +1,25 @@
+//! Swarm's own event log on the manager: which services were created in a
+//! time window. A gang launched twice shows here as more service creations
+//! than the gang has tasks, however briefly the extra services lived.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::cluster::Cluster;
+
+/// Seconds since the epoch on this machine's clock (the node containers share its kernel).
+pub fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+impl Cluster {
+    /// Ids of the services the manager created from `since` to `until` (seconds since the epoch, inclusive).
+    pub fn services_created(&self, since: u64, until: u64) -> Vec<String> {
+        let (since, until) = (since.to_string(), until.to_string());
+        let args = ["docker", "events", "--since", &since, "--until", &until, "--filter", "type=service"];
+        let mut full = args.to_vec();
+        full.extend(["--filter", "event=create", "--format", "{{.Actor.ID}}"]);
+        let out = self.exec(self.manager(), &full);
+        assert!(out.status.success(), "docker events on the manager: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_owned).collect()
+    }
+}

@@ -1,0 +1,429 @@
+//! Every fault of the design's fault model, survived by a multi-node job on
+//! one `mpiswarm up --nodes 3 --node-cpus 2 --split` (each component its
+//! own process, started again by `up` when it exits). Each case runs a
+//! 6-rank job packed 4+2 on two nodes whose ranks sleep, then run pi (real
+//! MPI across the nodes), and strikes at a random moment while it runs:
+//!
+//! - `kill -9` of the controller: the job succeeds, and its gang was
+//!   launched once (Swarm's event log on the manager shows exactly the
+//!   gang's services created, generation 0, no restart);
+//! - `kill -9` of the offer layer while one agent is frozen (SIGSTOP: it is
+//!   registered and never comes back): the controller's framework is let in
+//!   again within 5 s, the job succeeds with no rank killed;
+//! - `kill -9` of an agent: started again, it adopts its services (the same
+//!   ones, running) and the job succeeds;
+//! - `kill -9` of the API server: the controller (not restarted) resumes its
+//!   watches: a job created after the restart runs, and the status of the
+//!   first converges to Succeeded;
+//! - a node container killed: within 10 s the offer layer has its tasks
+//!   LOST; with `backoffLimit: 1` the gang restarts on the other nodes and
+//!   succeeds, the status and an Event naming the lost node; with
+//!   `backoffLimit: 0` the job fails saying why. The node is started again
+//!   after each.
+//!
+//! The kill moments come from one seed, printed at the start; set
+//! `MPISWARM_FAULTS_SEED` to replay a run. Needs the images of `make images`.
+//!
+//!   cargo test -p mpiswarm-e2e --test faults [-- WORD...]
+
+use std::collections::BTreeSet;
+use std::hash::{BuildHasher, Hasher};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use mpiswarm_e2e::events::now;
+use mpiswarm_e2e::job::PI;
+use mpiswarm_e2e::{Cluster, Job, Node, Status, Watched, runner, wait};
+
+const RANKS: u32 = 6;
+const RANK_CPUS: f64 = 0.45;
+/// 4 ranks of 0.45 and the 0.1-cpu launcher fill one node of 2 cpus to 1.9,
+/// so a packed 6-rank job always spans two nodes.
+const SHAPE: [i64; 2] = [4, 2];
+const SAMPLES: u64 = 20_000_000;
+/// How long every rank sleeps before pi: the job outlives each fault and the
+/// recovery from it.
+const SLEEP_SECONDS: u32 = 40;
+/// A kill falls this long after the job runs, at a random moment between.
+const STRIKE_MS: (u64, u64) = (2_000, 15_000);
+/// One job from apply to its end, gang restarts included.
+const JOB_DEADLINE: Duration = Duration::from_secs(420);
+/// The promises measured here.
+const FRAMEWORK_BACK_WITHIN: Duration = Duration::from_secs(5);
+const LOST_WITHIN: Duration = Duration::from_secs(10);
+
+fn main() {
+    seed();
+    runner::run(
+        "faults",
+        || Cluster::up(3, 2.0, &["--split"]),
+        &[
+            ("controller_kill_9_job_completes_and_its_gang_is_launched_once", controller_kill_9),
+            ("offers_kill_9_framework_back_within_5_s_with_an_agent_gone_and_no_rank_killed", offers_kill_9),
+            ("agent_kill_9_adopts_its_services_and_the_job_completes", agent_kill_9),
+            ("apiserver_kill_9_watches_resume_and_status_converges", apiserver_kill_9),
+            ("node_lost_tasks_lost_within_10_s_gang_restarts_elsewhere_with_backoff_1", node_lost_restarts_gang),
+            ("node_lost_with_backoff_0_fails_saying_why", node_lost_fails),
+        ],
+    )
+}
+
+/// The run's seed: `MPISWARM_FAULTS_SEED`, else a fresh one; printed either way.
+fn seed() -> u64 {
+    static SEED: OnceLock<u64> = OnceLock::new();
+    *SEED.get_or_init(|| {
+        let seed = std::env::var("MPISWARM_FAULTS_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| std::collections::hash_map::RandomState::new().build_hasher().finish());
+        println!("faults: kill moments from seed {seed} (replay with MPISWARM_FAULTS_SEED={seed})");
+        seed
+    })
+}
+
+/// Waits a moment drawn for `case` from the seed, within [`STRIKE_MS`].
+fn strike_after(case: &str) {
+    // FNV-1a of the case name mixed with the seed, then splitmix64: the same
+    // seed gives every case the same moment in any selection of cases.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed();
+    for b in case.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let mut z = h.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    let ms = STRIKE_MS.0 + z % (STRIKE_MS.1 - STRIKE_MS.0);
+    println!("faults::{case}: striking {ms} ms into the run");
+    std::thread::sleep(Duration::from_millis(ms)); // the random moment itself
+}
+
+/// The suite's long job: every rank sleeps, then runs pi.
+fn long_job(name: &str) -> Job {
+    let program = format!("sleep {SLEEP_SECONDS}; exec {PI} {SAMPLES}");
+    Job::pi(name, RANKS, RANK_CPUS, SAMPLES).policy("pack").command(&["sh", "-c", &program])
+}
+
+/// A job applied and seen running.
+struct Started {
+    name: String,
+    uid: String,
+    /// Seconds since the epoch just before it was applied (for Swarm's event log).
+    since: u64,
+    /// Hostnames of the nodes it runs on.
+    nodes: BTreeSet<String>,
+    status: Status,
+}
+
+fn start(cluster: &Cluster, job: &Job) -> Started {
+    let since = now().saturating_sub(1);
+    let uid = cluster.submit(job);
+    let status = cluster
+        .wait_job(&job.name, JOB_DEADLINE, "runs on 2 nodes", |s| s.phase() == "Running" && s.placement().len() == 2);
+    let nodes: BTreeSet<String> = status.placement().into_keys().collect();
+    println!("faults: {} runs on {nodes:?}", job.name);
+    Started { name: job.name.clone(), uid, since, nodes, status }
+}
+
+/// Follows the job to its end: it succeeded on its first gang, as its
+/// status and Swarm agree, and every rank ran pi to the end.
+fn succeeds_first_time(cluster: &Cluster, job: &Started) -> Watched {
+    let watched = cluster.watch_job(&job.name, &job.uid, JOB_DEADLINE);
+    let st = &watched.status;
+    assert_eq!(st.phase(), "Succeeded", "{}: {}", job.name, st.0["status"]);
+    assert_eq!(st.0["status"]["restarts"].as_i64().unwrap_or(0), 0, "no gang restart: {}", st.0["status"]);
+    assert_eq!(st.0["status"]["gangGeneration"].as_i64().unwrap_or(0), 0, "generation 0: {}", st.0["status"]);
+    let generations: BTreeSet<&str> = watched.tasks.iter().map(|t| t.generation.as_str()).collect();
+    assert_eq!(generations, BTreeSet::from(["0"]), "Swarm ran generation 0 only: {:?}", watched.tasks);
+    watched.assert_placement(RANK_CPUS, &SHAPE);
+    every_rank_ran(cluster, &job.name);
+    watched
+}
+
+/// The launcher's output: pi's line per rank and its total.
+fn every_rank_ran(cluster: &Cluster, name: &str) {
+    let out = cluster.mpiswarm(&["logs", name]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "mpiswarm logs {name}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains(&format!("ranks: {RANKS}")), "pi ran on {RANKS} ranks: {text}");
+    let ranks = text.lines().filter(|l| l.starts_with("rank ") && l.contains(" on ")).count();
+    assert_eq!(ranks, RANKS as usize, "every rank reported its host: {text}");
+}
+
+/// Swarm's event log: from `since` on, the manager created exactly the
+/// services Swarm ran for `jobs`, each once; a second launch of any gang
+/// would show as more.
+fn services_created_once(cluster: &Cluster, since: u64, jobs: &[&Watched]) {
+    let created = cluster.services_created(since, now() + 1);
+    let ran: BTreeSet<String> = jobs.iter().flat_map(|w| w.tasks.iter().map(|t| t.service_id.clone())).collect();
+    let unique: BTreeSet<String> = created.iter().cloned().collect();
+    assert_eq!(created.len(), unique.len(), "a service id created twice: {created:?}");
+    assert_eq!(unique, ran, "services created (left) and the jobs' services Swarm ran (right)");
+}
+
+fn pids_but(cluster: &Cluster, name: &str) -> Vec<(String, u32)> {
+    cluster.components().into_iter().filter(|c| c.name != name).map(|c| (c.name, c.pid)).collect()
+}
+
+pub fn controller_kill_9(cluster: &Cluster) {
+    let job = start(cluster, &long_job("fault-controller"));
+    strike_after("controller_kill_9");
+    let others = pids_but(cluster, "controller");
+    cluster.kill_9("controller");
+    assert_eq!(pids_but(cluster, "controller"), others, "only the controller was restarted");
+    let watched = succeeds_first_time(cluster, &job);
+    services_created_once(cluster, job.since, &[&watched]);
+    cluster.delete_jobs(&[&job.name]);
+}
+
+pub fn offers_kill_9(cluster: &Cluster) {
+    let job = start(cluster, &long_job("fault-offers"));
+    let idle = cluster.nodes().iter().find(|n| !job.nodes.contains(&n.hostname)).expect("a node without the job");
+    let framework = framework_id(cluster);
+    strike_after("offers_kill_9");
+    // Registered, and never back to the new offer layer while frozen.
+    let frozen = format!("agent-{}", idle.hostname);
+    cluster.signal(&frozen, "STOP");
+    let thaw = Thaw { cluster, name: frozen.clone() };
+    cluster.kill_9("offers");
+    let serving = wait::until(Duration::from_secs(60), "the new offer layer serves", || {
+        cluster.master_state().map(|_| Instant::now())
+    });
+    let back = wait::until(Duration::from_secs(60), "the controller's framework is connected again", || {
+        let state = cluster.master_state()?;
+        let fw = state["frameworks"].as_array().and_then(|f| f.iter().find(|f| f["id"] == framework.as_str()).cloned());
+        match fw {
+            Some(f) if f["connected"] == true => Ok(state),
+            _ => Err(format!("frameworks: {}", state["frameworks"])),
+        }
+    });
+    let took = serving.elapsed();
+    println!("faults: framework {framework} back {:.2} s after the offer layer served again", took.as_secs_f64());
+    assert_eq!(back["recovering"], true, "an agent was still awaited when the framework came back: {back}");
+    assert!(
+        !back["slaves"].as_array().into_iter().flatten().any(|a| a["hostname"] == idle.hostname.as_str()),
+        "the frozen agent of {} had not come back: {}",
+        idle.hostname,
+        back["slaves"]
+    );
+    assert!(took <= FRAMEWORK_BACK_WITHIN, "framework back after {took:?}, more than {FRAMEWORK_BACK_WITHIN:?}");
+    drop(thaw);
+    let watched = succeeds_first_time(cluster, &job);
+    services_created_once(cluster, job.since, &[&watched]);
+    all_agents_active(cluster);
+    cluster.delete_jobs(&[&job.name]);
+}
+
+/// SIGCONT to a frozen component, also when the case fails.
+struct Thaw<'a> {
+    cluster: &'a Cluster,
+    name: String,
+}
+
+impl Drop for Thaw<'_> {
+    fn drop(&mut self) {
+        self.cluster.signal(&self.name, "CONT");
+    }
+}
+
+fn framework_id(cluster: &Cluster) -> String {
+    wait::until(Duration::from_secs(60), "one framework is connected", || {
+        let state = cluster.master_state()?;
+        let ids: Vec<String> = state["frameworks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| f["connected"] == true)
+            .filter_map(|f| f["id"].as_str().map(str::to_owned))
+            .collect();
+        match ids.as_slice() {
+            [one] => Ok(one.clone()),
+            _ => Err(format!("frameworks: {}", state["frameworks"])),
+        }
+    })
+}
+
+/// Every node's agent registered and connected.
+fn all_agents_active(cluster: &Cluster) {
+    wait::until(Duration::from_secs(120), "all 3 agents are active", || {
+        let state = cluster.master_state()?;
+        let active = state["slaves"].as_array().into_iter().flatten().filter(|a| a["active"] == true).count();
+        if active == cluster.nodes().len() { Ok(()) } else { Err(format!("agents: {}", state["slaves"])) }
+    });
+}
+
+/// The services an agent reports running.
+fn running_services(cluster: &Cluster, node: &str) -> Result<BTreeSet<String>, String> {
+    let state = cluster.agent_state(node)?;
+    if state["subscribed"] != true {
+        return Err(format!("the agent of {node} is not subscribed: {state}"));
+    }
+    Ok(state["tasks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| t["state"] == "TASK_RUNNING")
+        .filter_map(|t| t["service"].as_str().map(str::to_owned))
+        .collect())
+}
+
+pub fn agent_kill_9(cluster: &Cluster) {
+    let job = start(cluster, &long_job("fault-agent"));
+    let node = job.status.launcher_node().expect("the launcher's node").to_owned();
+    let before = wait::until(Duration::from_secs(60), "the agent reports the job's tasks running", || {
+        let services = running_services(cluster, &node)?;
+        if services.len() == 2 { Ok(services) } else { Err(format!("{services:?}")) }
+    });
+    strike_after("agent_kill_9");
+    let name = format!("agent-{node}");
+    let others = pids_but(cluster, &name);
+    cluster.kill_9(&name);
+    assert_eq!(pids_but(cluster, &name), others, "only the agent of {node} was restarted");
+    wait::until(Duration::from_secs(60), "the restarted agent adopted the same services, running", || {
+        let after = running_services(cluster, &node)?;
+        if after == before { Ok(()) } else { Err(format!("{after:?}, before the kill {before:?}")) }
+    });
+    let watched = succeeds_first_time(cluster, &job);
+    services_created_once(cluster, job.since, &[&watched]);
+    cluster.delete_jobs(&[&job.name]);
+}
+
+pub fn apiserver_kill_9(cluster: &Cluster) {
+    let job = start(cluster, &long_job("fault-apiserver"));
+    strike_after("apiserver_kill_9");
+    let controller = cluster.component("controller");
+    cluster.kill_9("apiserver");
+    // Created after the restart: the controller learns of it only through a resumed watch.
+    let probe = Job::pi("fault-apiserver-probe", 1, RANK_CPUS, SAMPLES);
+    let probe_uid = wait::until(Duration::from_secs(60), "the API server takes a new job", || {
+        let out = cluster.kubectl_with(&["apply", "-f", "-"], Some(&probe.manifest()));
+        if out.status.success() {
+            cluster.job(&probe.name).map(|s| s.uid().to_owned()).ok_or("not readable yet".to_owned())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).into_owned())
+        }
+    });
+    let probed = cluster.watch_job(&probe.name, &probe_uid, JOB_DEADLINE);
+    assert_eq!(probed.status.phase(), "Succeeded", "the job created after the restart: {}", probed.status.0["status"]);
+    let watched = succeeds_first_time(cluster, &job);
+    let st = &watched.status.0["status"];
+    assert!(st["completionTime"].is_string() && st["launcher"]["exitCode"] == 0, "the status converged: {st}");
+    services_created_once(cluster, job.since, &[&watched, &probed]);
+    let now = cluster.component("controller");
+    assert_eq!((now.pid, now.restarts), (controller.pid, controller.restarts), "the controller itself never restarted");
+    cluster.delete_jobs(&[&job.name, &probe.name]);
+}
+
+/// Kills the container of a node the job runs on (not the manager, whose
+/// engine every agent goes through) at a random moment; it is started again
+/// when the returned guard drops. Then its tasks must be LOST at the offer
+/// layer within [`LOST_WITHIN`].
+fn kill_a_node_of<'a>(cluster: &'a Cluster, job: &Started, case: &str) -> Revive<'a> {
+    let manager = cluster.manager().hostname.clone();
+    let victim = job.nodes.iter().find(|n| **n != manager).expect("the job uses a worker node");
+    let node = cluster.node(victim).clone();
+    let agent_id = cluster.agent_id(&node.hostname).expect("the victim's agent is registered");
+    strike_after(case);
+    let mut kill = Command::new("docker");
+    kill.args(["kill", &node.container]);
+    let out = mpiswarm_testkit::output_within(kill, None, Duration::from_secs(60));
+    let killed = Instant::now();
+    assert!(out.status.success(), "docker kill {}: {}", node.container, String::from_utf8_lossy(&out.stderr));
+    println!("faults: node {} ({}) killed", node.hostname, node.container);
+    let revive = Revive { cluster, node: node.clone() };
+    let lost = wait::until(Duration::from_secs(120), "the offer layer has the lost node's tasks LOST", || {
+        let state = cluster.master_state()?;
+        let lost = state["completed_tasks"].as_array().into_iter().flatten().any(|t| {
+            t["state"] == "TASK_LOST"
+                && (t["agent_id"]["value"] == agent_id.as_str() || t["agent_id"] == agent_id.as_str())
+        });
+        if lost { Ok(killed.elapsed()) } else { Err(format!("completed tasks: {}", state["completed_tasks"])) }
+    });
+    println!("faults: tasks of {} LOST {:.1} s after the kill", node.hostname, lost.as_secs_f64());
+    assert!(lost <= LOST_WITHIN, "tasks of {} went LOST after {lost:?}, more than {LOST_WITHIN:?}", node.hostname);
+    revive
+}
+
+/// Starts a killed node again and waits until Swarm and its agent have it back.
+struct Revive<'a> {
+    cluster: &'a Cluster,
+    node: Node,
+}
+
+impl Drop for Revive<'_> {
+    fn drop(&mut self) {
+        let mut start = Command::new("docker");
+        start.args(["start", &self.node.container]);
+        let out = mpiswarm_testkit::output_within(start, None, Duration::from_secs(60));
+        assert!(out.status.success(), "docker start {}: {}", self.node.container, String::from_utf8_lossy(&out.stderr));
+        let host = self.node.hostname.clone();
+        wait::until(Duration::from_secs(180), &format!("{host} is Ready in the swarm again"), || {
+            let out = self
+                .cluster
+                .exec(self.cluster.manager(), &["docker", "node", "ls", "--format", "{{.Hostname}} {{.Status}}"]);
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            if text.lines().any(|l| l == format!("{host} Ready")) { Ok(()) } else { Err(text) }
+        });
+        all_agents_active(self.cluster);
+    }
+}
+
+/// The MpiJob's Events with reason `reason`: their notes.
+fn event_notes(cluster: &Cluster, job: &str, reason: &str) -> Vec<String> {
+    let out = cluster.kubectl(&["get", "events.events.k8s.io", "-o", "json"]);
+    let events: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+    events["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["regarding"]["name"] == job && e["reason"] == reason)
+        .filter_map(|e| e["note"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn conditions_text(status: &Status) -> String {
+    status.0["status"]["conditions"].to_string() + status.message()
+}
+
+pub fn node_lost_restarts_gang(cluster: &Cluster) {
+    let job = start(cluster, &long_job("fault-node-lost").backoff_limit(1));
+    let revive = kill_a_node_of(cluster, &job, "node_lost_restarts_gang");
+    let node = revive.node.clone();
+    let watched = cluster.watch_job(&job.name, &job.uid, JOB_DEADLINE);
+    let st = &watched.status;
+    assert_eq!(st.phase(), "Succeeded", "{}: {}", job.name, st.0["status"]);
+    assert_eq!(st.0["status"]["restarts"], 1, "one gang restart: {}", st.0["status"]);
+    let second: Vec<_> = watched.tasks.iter().filter(|t| t.generation == "1").collect();
+    assert!(!second.is_empty(), "Swarm ran a second generation: {:?}", watched.tasks);
+    assert!(second.iter().all(|t| t.node != node.hostname), "the new gang avoided {}: {second:?}", node.hostname);
+    assert!(
+        !st.placement().contains_key(&node.hostname),
+        "status.placement without {}: {:?}",
+        node.hostname,
+        st.placement()
+    );
+    every_rank_ran(cluster, &job.name);
+    let notes = event_notes(cluster, &job.name, "NodeLost");
+    assert!(notes.iter().any(|n| n.contains(&node.hostname)), "an Event names {}: {notes:?}", node.hostname);
+    assert!(conditions_text(st).contains(&node.hostname), "the status names {}: {}", node.hostname, st.0["status"]);
+    drop(revive);
+    cluster.delete_jobs(&[&job.name]);
+}
+
+pub fn node_lost_fails(cluster: &Cluster) {
+    let job = start(cluster, &long_job("fault-node-lost-0").backoff_limit(0));
+    let revive = kill_a_node_of(cluster, &job, "node_lost_fails");
+    let node = revive.node.clone();
+    let watched = cluster.watch_job(&job.name, &job.uid, JOB_DEADLINE);
+    let st = &watched.status;
+    assert_eq!(st.phase(), "Failed", "{}: {}", job.name, st.0["status"]);
+    let (_, reason, message) = st.condition("Failed").unwrap_or_default();
+    assert!(
+        message.contains(&node.hostname) && message.contains("lost"),
+        "the Failed condition says {} was lost: {reason}: {message}",
+        node.hostname
+    );
+    drop(revive);
+    cluster.delete_jobs(&[&job.name]);
+}
