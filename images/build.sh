@@ -10,31 +10,37 @@
 # Rootfs tarballs are keyed by suite, mirror and package list, so a new CI run
 # on this machine reuses them while a fresh machine builds them.
 #
-# usage: build.sh [--force] [--node] VERSION
+# usage: build.sh [--force] [--node | --mpiswarm BINARY] VERSION
 #   --node builds mpiswarm/node:<version> instead: a Docker engine to run as a
 #   swarm node in a container (docker.io, iptables, iproute2, procps).
+#   --mpiswarm BINARY builds mpiswarm/mpiswarm:<version> instead: the runtime
+#   rootfs of the rank image plus BINARY as /usr/local/bin/mpiswarm (its
+#   entrypoint), for the manifests' Deployment and the agents' stack file.
 # env:   MPISWARM_CACHE_DIR (default /var/cache/mpiswarm)
 #        MPISWARM_DEBIAN_MIRROR (default http://deb.debian.org/debian)
 #        MPISWARM_IMAGES_OFFLINE=1: never reach the mirror; fail if a rootfs
 #          is not cached (tests use this: they talk to loopback only)
 set -euo pipefail
 
-version= force= what=rank
-for arg in "$@"; do
-    case "$arg" in
+version= force= what=rank binary=
+while [ $# -gt 0 ]; do
+    case "$1" in
         --force) force=--force ;;
         --node) what=node ;;
-        -*) echo "build.sh: unknown option $arg" >&2; exit 64 ;;
-        *) version=$arg ;;
+        --mpiswarm) what=mpiswarm; binary=${2:-}; shift ;;
+        -*) echo "build.sh: unknown option $1" >&2; exit 64 ;;
+        *) version=$1 ;;
     esac
+    shift
 done
-[ -n "$version" ] || { echo "usage: build.sh [--force] [--node] VERSION" >&2; exit 64; }
+[ -n "$version" ] || { echo "usage: build.sh [--force] [--node | --mpiswarm BINARY] VERSION" >&2; exit 64; }
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${MPISWARM_CACHE_DIR:-/var/cache/mpiswarm}
 mirror=${MPISWARM_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=bookworm
 image=mpiswarm/openmpi:${version}
 node_image=mpiswarm/node:${version}
+mpiswarm_image=mpiswarm/mpiswarm:${version}
 stock_image=mpiswarm/debian-openmpi:bookworm
 
 runtime_packages=openmpi-bin,openssh-server,openssh-client,iproute2,procps,hpcc,ca-certificates
@@ -95,13 +101,19 @@ rootfs() {
     echo "$name"
 }
 
-hash=$(inputs_hash)
-if [ "$what" = node ]; then
-    if [ "$force" != "--force" ] && [ "$(image_label "$node_image")" = "$hash" ]; then
-        log "$node_image is up to date (inputs $hash)"
-        echo "$node_image"
+# up_to_date IMAGE: unless --force, prints IMAGE and stops when it carries
+# the current inputs hash.
+up_to_date() {
+    if [ "$force" != "--force" ] && [ "$(image_label "$1")" = "$hash" ]; then
+        log "$1 is up to date (inputs $hash)"
+        echo "$1"
         exit 0
     fi
+}
+
+hash=$(inputs_hash)
+if [ "$what" = node ]; then
+    up_to_date "$node_image"
     base=$(rootfs node "$node_packages")
     # The engine starts through mpiswarm-node (overlay2 on a volume, the
     # node's cgroup as parent); see that script for why.
@@ -115,17 +127,35 @@ if [ "$what" = node ]; then
     echo "$node_image"
     exit 0
 fi
+if [ "$what" = mpiswarm ]; then
+    [ -f "$binary" ] || { log "--mpiswarm needs the mpiswarm binary to copy; '$binary' is no file"; exit 64; }
+    # The binary is an input too: a rebuilt binary makes a new image.
+    hash=$( (echo "$hash"; sha256sum <"$binary") | sha256sum | cut -c1-16)
+    up_to_date "$mpiswarm_image"
+    # The rank image's runtime rootfs: cached already, glibc and CA
+    # certificates as the binary needs them, nothing to debootstrap anew.
+    base=$(rootfs runtime "$runtime_packages")
+    context=$(mktemp -d)
+    trap 'rm -rf "$context"' EXIT
+    cp "$binary" "$context/mpiswarm"
+    chmod 755 "$context/mpiswarm"
+    # Debug symbols are most of a debug build; the image does not need them.
+    if command -v strip >/dev/null; then strip --strip-debug "$context/mpiswarm" || true; fi
+    printf 'FROM %s\nCOPY mpiswarm /usr/local/bin/mpiswarm\nENTRYPOINT ["/usr/local/bin/mpiswarm"]\nCMD ["--help"]\n' "$base" \
+        >"$context/Dockerfile"
+    log "building $mpiswarm_image from $binary (inputs $hash)"
+    DOCKER_BUILDKIT=0 docker build -q --label "mpiswarm.io/inputs=$hash" \
+        --label "mpiswarm.io/component=mpiswarm-image" -t "$mpiswarm_image" "$context" >&2
+    echo "$mpiswarm_image"
+    exit 0
+fi
 runtime=$(rootfs runtime "$runtime_packages")
 # The runtime rootfs as it is, tagged for users: a stock Debian image with
 # Open MPI and sshd and nothing of mpiswarm's. Any image like it runs as an
 # MpiJob, because the controller ships the rank bootstrap with every task
 # (examples/stock-image.yaml).
 docker tag "$runtime" "$stock_image"
-if [ "$force" != "--force" ] && [ "$(image_label "$image")" = "$hash" ]; then
-    log "$image is up to date (inputs $hash)"
-    echo "$image"
-    exit 0
-fi
+up_to_date "$image"
 
 builder=$(rootfs builder "$builder_packages")
 log "building $image (inputs $hash)"

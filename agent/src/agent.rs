@@ -7,16 +7,18 @@
 //! observations). It owns no connection; [`crate::run`] wires it up.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use mpiswarm_mesos::agent_api::ReportedTask;
 use mpiswarm_mesos::{AgentId, TaskId, TaskState};
 use prometheus_client::metrics::counter::Counter;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::locks::{lock, read, write};
 use crate::mounts::HostPaths;
+use crate::node_health::NodeWatch;
 use crate::output::Follower;
 use crate::sandbox::Sandbox;
 use crate::store::{Store, StoreError, TaskRecord};
@@ -41,6 +43,8 @@ pub struct AgentConfig {
     pub output_retention: Duration,
     /// Where bind mounts may come from (none by default).
     pub host_paths: HostPaths,
+    /// How often the node's Swarm status is read ([`crate::node_health`]).
+    pub node_check: Duration,
 }
 
 impl Default for AgentConfig {
@@ -51,6 +55,7 @@ impl Default for AgentConfig {
             output_limit: 8 * 1024 * 1024,
             output_retention: Duration::from_secs(3600),
             host_paths: HostPaths::none(),
+            node_check: Duration::from_secs(1),
         }
     }
 }
@@ -82,6 +87,14 @@ pub struct Agent<S: Swarm> {
     pub(crate) sandbox: Sandbox,
     pub(crate) followers: Mutex<HashMap<String, Follower>>,
     pub(crate) last_output_expiry: Mutex<Option<Instant>>,
+    /// The served node's health as last seen ([`crate::node_health`]).
+    pub(crate) node_watch: Mutex<NodeWatch>,
+    /// False while the node is down: the session then holds no subscription.
+    pub(crate) serving: watch::Sender<bool>,
+    /// Statuses queued to the outbox, and those the session has settled
+    /// (accepted or refused for good): a withdrawal waits for the first.
+    pub(crate) statuses_queued: AtomicU64,
+    pub(crate) statuses_settled: watch::Sender<u64>,
     pub counters: Counters,
 }
 
@@ -96,6 +109,8 @@ pub struct Counters {
     pub objects_removed: Counter,
     pub orphans_removed: Counter,
     pub store_errors: Counter,
+    /// Times the served node was seen go down (its tasks then went LOST).
+    pub node_losses: Counter,
 }
 
 /// Why the agent could not start on its data directory.
@@ -129,7 +144,7 @@ impl<S: Swarm + 'static> Agent<S> {
         let writer = Writer::start(store, counters.store_errors.clone()).map_err(StartError::Writer)?;
         let agent = Arc::new(Self {
             swarm,
-            node_id,
+            node_id: node_id.clone(),
             writer,
             config,
             agent_id: RwLock::new(agent_id),
@@ -144,6 +159,10 @@ impl<S: Swarm + 'static> Agent<S> {
             sandbox,
             followers: Mutex::default(),
             last_output_expiry: Mutex::default(),
+            node_watch: Mutex::new(NodeWatch::new(node_id.clone())),
+            serving: watch::channel(true).0,
+            statuses_queued: AtomicU64::new(0),
+            statuses_settled: watch::channel(0).0,
             counters,
         });
         Ok((agent, rx))
@@ -167,6 +186,27 @@ impl<S: Swarm + 'static> Agent<S> {
             self.writer.save_agent_id(id.clone());
             *current = Some(id);
         }
+    }
+
+    /// Queues a status for the offer layer (counted, so a withdrawal can
+    /// wait until it is settled).
+    pub(crate) fn queue(&self, outgoing: Outgoing) {
+        self.statuses_queued.fetch_add(1, Ordering::SeqCst);
+        if self.outbox.send(outgoing).is_err() {
+            // The session is gone (the agent is stopping): nothing to wait for.
+            self.statuses_queued.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// The session settled one status (accepted, or refused for good).
+    pub fn status_settled(&self) {
+        self.statuses_settled.send_modify(|n| *n += 1);
+    }
+
+    /// Whether the agent serves, as a receiver for the session (false while
+    /// the node is down).
+    pub fn serving_updates(&self) -> watch::Receiver<bool> {
+        self.serving.subscribe()
     }
 
     /// The kept output of tasks (served on `/files`).

@@ -61,6 +61,9 @@ impl Swarm for FakeSwarm {
             .map(|(_, spec)| Service { spec: Some(spec.clone()), ..Default::default() })
             .collect())
     }
+    async fn node_status(&self, _: &str) -> Result<(Option<bollard::models::NodeState>, Option<String>), SwarmError> {
+        Ok((Some(bollard::models::NodeState::READY), None))
+    }
     async fn tasks(&self, _: &str) -> Result<Vec<Task>, SwarmError> {
         Ok(vec![])
     }

@@ -74,6 +74,14 @@ async fn metrics<S: Swarm + 'static>(State(e): State<Arc<Endpoints<S>>>) -> Resp
     let subscribed = Gauge::<i64>::default();
     subscribed.set(i64::from(e.connection.subscribed.load(Ordering::Relaxed)));
     registry.register("subscribed", "1 while the event stream from the offer layer is up", subscribed);
+    let serving = Gauge::<i64>::default();
+    serving.set(i64::from(e.agent.serving()));
+    registry.register("serving", "0 while the served swarm node is down (the agent is withdrawn)", serving);
+    registry.register(
+        "node_losses",
+        "Times the served swarm node went down (its tasks were reported TASK_LOST)",
+        e.agent.counters.node_losses.clone(),
+    );
     let c = &e.agent.counters;
     registry.register("launched", "Tasks started as services", c.launched.clone());
     registry.register(
@@ -113,6 +121,8 @@ async fn state<S: Swarm + 'static>(State(e): State<Arc<Endpoints<S>>>) -> Respon
     axum::Json(serde_json::json!({
         "agent_id": e.agent.agent_id().map(|a| a.value),
         "node_id": e.agent.node_id(),
+        "node": e.agent.node_name(),
+        "serving": e.agent.serving(),
         "subscribed": e.connection.subscribed.load(Ordering::Relaxed),
         "tasks": tasks,
     }))

@@ -1,4 +1,5 @@
-//! `mpiswarm images`: builds the rank image with no registry and loads it into
+//! `mpiswarm images`: builds the rank image, the node image and the image of
+//! the `mpiswarm` binary itself with no registry, and loads them into
 //! Docker engines that run as containers (the nodes of a multi-node swarm on
 //! one machine). The build recipe lives in `images/` at the repository root
 //! and is compiled into this binary, so a bare `mpiswarm` can build the image;
@@ -15,6 +16,10 @@ pub const RANK_IMAGE: &str = concat!("mpiswarm/openmpi:", env!("CARGO_PKG_VERSIO
 
 /// The image of a swarm node in a container (`images build --node`).
 pub const NODE_IMAGE: &str = concat!("mpiswarm/node:", env!("CARGO_PKG_VERSION"));
+
+/// The image holding this `mpiswarm` binary (`images build --mpiswarm`): what
+/// the manifests' Deployment and the agents' stack file run.
+pub const MPISWARM_IMAGE: &str = concat!("mpiswarm/mpiswarm:", env!("CARGO_PKG_VERSION"));
 
 /// The stock Debian image with Open MPI and sshd and nothing of mpiswarm's,
 /// tagged by every rank image build (`examples/stock-image.yaml`).
@@ -55,8 +60,12 @@ pub enum ImagesCommand {
         force: bool,
         /// Build mpiswarm/node:<version> instead: a Docker engine to run as a
         /// swarm node inside a container, for a multi-node swarm on one machine.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "mpiswarm")]
         node: bool,
+        /// Build mpiswarm/mpiswarm:<version> instead: this very binary on the
+        /// rank image's runtime rootfs, for manifests/ and the agents' stack.
+        #[arg(long)]
+        mpiswarm: bool,
     },
     /// Copy an image into Docker engines running inside containers
     /// (`docker save | docker exec -i NODE docker load`).
@@ -78,11 +87,16 @@ pub enum ImagesError {
     Spawn { command: String, source: std::io::Error },
     #[error("`{command}` failed with {status}")]
     Failed { command: String, status: std::process::ExitStatus },
+    #[error("cannot find this mpiswarm binary to put it into the image: {0}")]
+    CurrentExe(std::io::Error),
 }
 
 pub async fn run(args: ImagesArgs) -> Result<(), ImagesError> {
     match args.command {
-        ImagesCommand::Build { tag, force, node } => {
+        ImagesCommand::Build { tag, force, node: _, mpiswarm: true } => {
+            println!("{}", build_mpiswarm(&tag, force).await?);
+        }
+        ImagesCommand::Build { tag, force, node, mpiswarm: false } => {
             let image = build(&tag, force, node).await?;
             println!("{image}");
         }
@@ -99,16 +113,30 @@ pub async fn run(args: ImagesArgs) -> Result<(), ImagesError> {
 /// Builds the rank image (or with `node`, the node image) tagged `version`
 /// and returns its name.
 pub async fn build(version: &str, force: bool, node: bool) -> Result<String, ImagesError> {
+    let what: &[&str] = if node { &["--node"] } else { &[] };
+    run_recipe(version, force, what).await
+}
+
+/// Builds mpiswarm/mpiswarm:`version` holding the running binary (copied
+/// as it is: the image has exactly what runs here) and returns its name.
+/// Cached on the binary's hash, so an unchanged binary costs a hash.
+pub async fn build_mpiswarm(version: &str, force: bool) -> Result<String, ImagesError> {
+    let binary = std::env::current_exe().map_err(ImagesError::CurrentExe)?;
+    let binary = binary.to_str().ok_or_else(|| {
+        ImagesError::CurrentExe(std::io::Error::other(format!("the path {} is not UTF-8", binary.display())))
+    })?;
+    run_recipe(version, force, &["--mpiswarm", binary]).await
+}
+
+/// Runs the embedded `build.sh` with `what` (its options choosing the image).
+async fn run_recipe(version: &str, force: bool, what: &[&str]) -> Result<String, ImagesError> {
     let context = tempfile::tempdir().map_err(|source| ImagesError::Context { dir: std::env::temp_dir(), source })?;
     write_recipe(context.path())?;
     let script = context.path().join("build.sh");
     let mut command = Command::new("bash");
-    command.arg(&script).arg(version);
+    command.arg(&script).arg(version).args(what);
     if force {
         command.arg("--force");
-    }
-    if node {
-        command.arg("--node");
     }
     command.stderr(Stdio::inherit()).stdout(Stdio::piped());
     let describe = format!("bash {} {version}", script.display());
@@ -181,10 +209,13 @@ mod tests {
     fn the_subcommands_fit_a_binary_that_propagates_version() {
         Binary::command().debug_assert();
         let parsed = Binary::try_parse_from(["mpiswarm", "images", "build", "--tag", "9.9", "--node"]).unwrap();
-        let Sub::Images(ImagesArgs { command: ImagesCommand::Build { tag, node, force } }) = parsed.command else {
+        let Sub::Images(ImagesArgs { command: ImagesCommand::Build { tag, node, force, mpiswarm } }) = parsed.command
+        else {
             panic!("parsed as something else");
         };
-        assert_eq!((tag.as_str(), node, force), ("9.9", true, false));
+        assert_eq!((tag.as_str(), node, force, mpiswarm), ("9.9", true, false, false));
+        let both = Binary::try_parse_from(["mpiswarm", "images", "build", "--node", "--mpiswarm"]);
+        assert!(both.is_err(), "one image at a time");
     }
 
     #[test]

@@ -10,6 +10,9 @@ use crate::plan::{FileKind, TaskPlan};
 use crate::spec::{self, ObjectIds};
 use crate::swarm::{ObjectKind, Swarm, SwarmError};
 
+/// How often a service whose network vanished under it is tried again.
+const MISSING_NETWORK_RETRIES: u32 = 3;
+
 /// Why a group did not start, and which task was the cause.
 #[derive(Debug, thiserror::Error)]
 #[error("launching task '{task_id}' failed: {source}")]
@@ -47,7 +50,26 @@ pub async fn launch_group<S: Swarm>(
                 .map_err(fail)?;
                 ids.insert(file.object_name.clone(), id);
             }
-            swarm.create_service(spec::service_spec(plan, node_id, &ids)).await.map_err(fail)?;
+            let spec = spec::service_spec(plan, node_id, &ids);
+            let mut attempts = 0;
+            loop {
+                match swarm.create_service(spec.clone()).await {
+                    Ok(_) => break,
+                    // The job's overlay is shared by every node's agent, and
+                    // the agent that made it collects it once none of its
+                    // own services uses it: between a gang's kill and its
+                    // restart that can be the moment after this launch
+                    // found it. Make it again and retry.
+                    Err(e) if e.is_missing_network() && attempts < MISSING_NETWORK_RETRIES => {
+                        attempts += 1;
+                        tracing::info!(service = %plan.service_name, error = %e, "the job's network went meanwhile; making it again");
+                        for network in &plan.networks {
+                            swarm.ensure_network(spec::network_request(network, agent_id)).await.map_err(fail)?;
+                        }
+                    }
+                    Err(e) => return Err(fail(e)),
+                }
+            }
             created.push(&plan.service_name);
         }
         Ok(())

@@ -22,6 +22,8 @@
 //! - [`locks`]: the one policy for poisoned locks;
 //! - [`watchdog`]: spawned work whose panic ends the process;
 //! - [`node`]: Docker connection, swarm init, resources and attributes;
+//! - [`node_health`]: the served node down in Swarm -> its tasks LOST, the
+//!   agent withdrawn from the offer layer until the node is ready;
 //! - [`http`]: `/healthz`, `/readyz`, `/metrics`, `/state`;
 //! - [`run`]: `mpiswarm agent`;
 //! - [`images`]: `mpiswarm images` (the rank image).
@@ -39,6 +41,7 @@ pub mod lifecycle;
 mod locks;
 pub mod mounts;
 pub mod node;
+pub mod node_health;
 pub mod observe;
 pub mod output;
 pub mod plan;

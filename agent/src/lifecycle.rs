@@ -80,7 +80,7 @@ impl<S: Swarm + 'static> Agent<S> {
             if let Some(p) = plans.iter().find(|p| tasks_map.contains_key(&p.service_name)) {
                 let existing = &tasks_map[&p.service_name].record;
                 tracing::warn!(task = %p.task_id, "task already known; re-sending its status");
-                let _ = self.outbox.send(Outgoing { framework_id, status: existing.status.clone() });
+                self.queue(Outgoing { framework_id, status: existing.status.clone() });
                 return;
             }
         }
@@ -168,7 +168,7 @@ impl<S: Swarm + 'static> Agent<S> {
             }
             Some(status) if status.state.is_terminal() => {
                 // Already over: the framework gets the terminal state again.
-                let _ = self.outbox.send(Outgoing { framework_id: framework_id.clone(), status });
+                self.queue(Outgoing { framework_id: framework_id.clone(), status });
             }
             Some(_) => self.kill_service(&name).await,
         }
@@ -242,20 +242,21 @@ pub(crate) fn group_ends(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::fake_swarm::FakeSwarm;
     use crate::store::Store;
     use mpiswarm_mesos::{AgentId, CommandInfo, ContainerInfo};
     use tokio::sync::mpsc;
 
-    struct Fixture {
-        agent: Arc<Agent<FakeSwarm>>,
-        statuses: mpsc::UnboundedReceiver<Outgoing>,
-        dir: tempfile::TempDir,
+    /// An agent over a fake swarm, its statuses, and its data directory.
+    pub(crate) struct Fixture {
+        pub(crate) agent: Arc<Agent<FakeSwarm>>,
+        pub(crate) statuses: mpsc::UnboundedReceiver<Outgoing>,
+        pub(crate) dir: tempfile::TempDir,
     }
 
-    fn agent(swarm: FakeSwarm) -> Fixture {
+    pub(crate) fn agent(swarm: FakeSwarm) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         store.save_agent_id(&AgentId::new("A")).unwrap();
@@ -265,14 +266,14 @@ mod tests {
         Fixture { agent, statuses, dir }
     }
 
-    fn task(id: &str) -> TaskInfo {
+    pub(crate) fn task(id: &str) -> TaskInfo {
         let mut t = TaskInfo::new(id, id, &AgentId::new("A"));
         t.command = Some(CommandInfo::shell("sleep 100"));
         t.container = Some(ContainerInfo::docker("img"));
         t
     }
 
-    fn fw() -> (FrameworkId, FrameworkInfo) {
+    pub(crate) fn fw() -> (FrameworkId, FrameworkInfo) {
         (FrameworkId::new("F"), FrameworkInfo::new("root", "fw", &["mpi"]))
     }
 

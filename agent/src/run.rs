@@ -66,6 +66,11 @@ pub struct AgentArgs {
     /// Seconds between full resyncs with Swarm (events trigger them sooner).
     #[arg(long, default_value_t = 2.0, env = "MPISWARM_AGENT_RESYNC_SECONDS")]
     pub resync_seconds: f64,
+    /// Seconds between reads of the served node's Swarm status: when the
+    /// manager marks it down, its tasks go TASK_LOST and the agent withdraws
+    /// from the offer layer until the node is ready again.
+    #[arg(long, default_value_t = 1.0, env = "MPISWARM_AGENT_NODE_CHECK_SECONDS")]
+    pub node_check_seconds: f64,
     /// Seconds a service labelled as this agent's but owned by no task is
     /// left alone before it is removed.
     #[arg(long, default_value_t = 60.0, env = "MPISWARM_AGENT_ORPHAN_GRACE_SECONDS")]
@@ -142,6 +147,7 @@ fn seconds(flag: &'static str, value: f64) -> Result<Duration, AgentError> {
 pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let resync_every = seconds("resync-seconds", args.resync_seconds)?;
     let orphan_grace = seconds("orphan-grace-seconds", args.orphan_grace_seconds)?;
+    let node_check = seconds("node-check-seconds", args.node_check_seconds)?;
     let output_retention = seconds("output-retention-seconds", args.output_retention_seconds)?;
     let host_paths = HostPaths::allow(&args.allow_host_path_prefixes).map_err(AgentError::HostPaths)?;
     let security = Security::from_args(&args)?;
@@ -161,11 +167,13 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
         output_limit: args.output_limit_bytes,
         output_retention,
         host_paths,
+        node_check,
         ..AgentConfig::default()
     };
     let (spawner, failures) = watchdog();
     let (agent, outbox) =
         Agent::new(DockerSwarm { docker: docker.clone() }, node_id.clone(), store, config, spawner.clone())?;
+    agent.name_node(&facts.hostname);
     tracing::info!(%node_id, %hostname, agent_id = ?agent.agent_id(), master = %args.master, "agent starting");
 
     // Report what is true now, not what was true before the restart.
@@ -294,10 +302,18 @@ impl<S: Swarm + 'static> AgentSide for Session<S> {
     fn delivered(&self, _update: &Outgoing) {
         self.agent.counters.status_updates.inc();
     }
+
+    fn settled(&self, _update: &Outgoing) {
+        self.agent.status_settled();
+    }
+
+    fn serving(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
+        Some(self.agent.serving_updates())
+    }
 }
 
 /// Starts the resync loop, woken by Docker events of managed containers and
-/// every `every`, as watched work of `spawner`.
+/// every `every`, and the node's health check, as watched work of `spawner`.
 /// The loops stop when the returned guard is dropped.
 pub fn supervise<S: Swarm + 'static>(
     agent: Arc<Agent<S>>,
@@ -306,8 +322,10 @@ pub fn supervise<S: Swarm + 'static>(
     spawner: &Spawner,
 ) -> Supervisor {
     let wake = Arc::new(Notify::new());
+    let node_check = agent.config.node_check;
     Supervisor {
         tasks: vec![
+            spawner.spawn("node health check", crate::node_health::watch_node(Arc::clone(&agent), node_check)),
             spawner.spawn("docker event watch", watch_docker(docker, Arc::clone(&wake))),
             spawner.spawn("resync", resync_loop(agent, wake, every)),
         ],

@@ -44,7 +44,7 @@ impl<S: Swarm + 'static> Agent<S> {
         // Queued under the lock, so records reach the disk in the order of
         // the changes; written by the writer thread, off this worker.
         self.writer.save_task(t.record.clone());
-        let _ = self.outbox.send(Outgoing { framework_id: t.record.framework_id.clone(), status });
+        self.queue(Outgoing { framework_id: t.record.framework_id.clone(), status });
         true
     }
 
@@ -59,7 +59,7 @@ impl<S: Swarm + 'static> Agent<S> {
     ) {
         let observed = Observed { reason: Some(reason), ..Observed::simple(state, message) };
         let status = self.status(task_id, executor_id, &observed);
-        let _ = self.outbox.send(Outgoing { framework_id: framework_id.clone(), status });
+        self.queue(Outgoing { framework_id: framework_id.clone(), status });
     }
 
     fn status(

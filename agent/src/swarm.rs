@@ -9,7 +9,7 @@ use std::future::Future;
 
 use bollard::Docker;
 use bollard::container::LogOutput;
-use bollard::models::{ConfigSpec, NetworkCreateRequest, SecretSpec, Service, ServiceSpec, Task};
+use bollard::models::{ConfigSpec, NetworkCreateRequest, NodeState, SecretSpec, Service, ServiceSpec, Task};
 use bollard::query_parameters::{
     ListConfigsOptions, ListNetworksOptions, ListSecretsOptions, ListServicesOptions, ListTasksOptions, LogsOptions,
 };
@@ -34,6 +34,17 @@ pub enum SwarmError {
 }
 
 impl SwarmError {
+    /// Whether Swarm refused a service because a network it names does not
+    /// exist (swarmkit: "network X not found").
+    pub fn is_missing_network(&self) -> bool {
+        match self {
+            Self::Docker { source: bollard::errors::Error::DockerResponseServerError { message, .. }, .. } => {
+                message.contains("network") && message.contains("not found")
+            }
+            _ => false,
+        }
+    }
+
     fn docker(operation: impl Into<String>) -> impl FnOnce(bollard::errors::Error) -> Self {
         let operation = operation.into();
         move |source| Self::Docker { operation, source }
@@ -67,6 +78,12 @@ pub trait Swarm: Send + Sync {
     fn remove_service(&self, name: &str) -> impl Future<Output = Result<(), SwarmError>> + Send;
     /// The services labelled as this agent's.
     fn services(&self, agent_id: &str) -> impl Future<Output = Result<Vec<Service>, SwarmError>> + Send;
+    /// The swarm status of node `node_id` as the manager sees it: its
+    /// state and the manager's message (e.g. "heartbeat failure").
+    fn node_status(
+        &self,
+        node_id: &str,
+    ) -> impl Future<Output = Result<(Option<NodeState>, Option<String>), SwarmError>> + Send;
     /// Swarm tasks on `node_id`, all services.
     fn tasks(&self, node_id: &str) -> impl Future<Output = Result<Vec<Task>, SwarmError>> + Send;
     /// Objects of `kind` labelled as this agent's.
@@ -257,6 +274,13 @@ impl Swarm for DockerSwarm {
             .map_err(SwarmError::docker("list services"))
     }
 
+    async fn node_status(&self, node_id: &str) -> Result<(Option<NodeState>, Option<String>), SwarmError> {
+        let node =
+            self.docker.inspect_node(node_id).await.map_err(SwarmError::docker(format!("inspect node {node_id}")))?;
+        let status = node.status.unwrap_or_default();
+        Ok((status.state, status.message))
+    }
+
     async fn tasks(&self, node_id: &str) -> Result<Vec<Task>, SwarmError> {
         let filters = HashMap::from([("node".to_owned(), vec![node_id.to_owned()])]);
         self.docker
@@ -309,5 +333,21 @@ impl Swarm for DockerSwarm {
                 std::future::ready(line)
             })
             .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_service_refused_for_a_vanished_network_is_told_apart() {
+        let refused = |message: &str| SwarmError::Docker {
+            operation: "create service s".into(),
+            source: bollard::errors::Error::DockerResponseServerError { status_code: 500, message: message.into() },
+        };
+        assert!(refused("network mpiswarm-773abbcd669c not found").is_missing_network());
+        assert!(!refused("secret mpiswarm-s-1 not found").is_missing_network());
+        assert!(!refused("name conflicts with an existing object").is_missing_network());
     }
 }

@@ -346,11 +346,14 @@ async fn shape(node: &Node, mbit: u32) -> Result<()> {
 }
 
 /// The images jobs use, copied into every node that lacks them (no registry
-/// to pull from): the rank image, and the stock Debian image if built.
+/// to pull from): the rank image, and if built the stock Debian image and
+/// the mpiswarm image (for agents deployed as a stack, manifests/).
 async fn load_images(nodes: &[Node]) -> Result<()> {
     let mut images = vec![mpiswarm_agent::images::RANK_IMAGE.to_owned()];
-    if docker(&["image", "inspect", mpiswarm_agent::images::STOCK_IMAGE]).await.is_ok() {
-        images.push(mpiswarm_agent::images::STOCK_IMAGE.to_owned());
+    for optional in [mpiswarm_agent::images::STOCK_IMAGE, mpiswarm_agent::images::MPISWARM_IMAGE] {
+        if docker(&["image", "inspect", optional]).await.is_ok() {
+            images.push(optional.to_owned());
+        }
     }
     for image in &images {
         let id = docker(&["image", "inspect", "-f", "{{.Id}}", image]).await?.trim().to_owned();

@@ -8,6 +8,11 @@
 //!   layer takes it (retried with backoff across reconnects); a 400 means it
 //!   never will, and the status is dropped with an error log.
 //!
+//! - **withdrawal**: an agent that cannot serve for a while (its node is
+//!   down) says so through [`AgentSide::serving`]; the loop then drops its
+//!   subscription, so the offer layer rescinds the agent's offers and makes
+//!   no new ones, and subscribes again as soon as it can serve.
+//!
 //! Deadlines: one SUBSCRIBE (connecting and receiving SUBSCRIBED) has an
 //! overall deadline that nothing extends; a subscribed stream is given up
 //! when no event at all arrives for `silent_heartbeats` heartbeat intervals
@@ -23,7 +28,7 @@ use crate::{AgentId, FrameworkId, TaskStatus};
 use futures::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 /// A status on its way to the offer layer.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +55,16 @@ pub trait AgentSide: Send + Sync + 'static {
     fn connected(&self, _up: bool) {}
     /// The offer layer accepted this UPDATE.
     fn delivered(&self, _update: &Outgoing) {}
+    /// The loop is done with this UPDATE: accepted, or refused for good
+    /// (400). Called after [`Self::delivered`], in the outbox's order.
+    fn settled(&self, _update: &Outgoing) {}
+    /// Whether the agent can serve now; `None` (the default): always. While
+    /// it says `false` the loop holds no subscription (UPDATEs wait); when
+    /// it turns `true` the loop subscribes at once. An agent that withdraws
+    /// should wait until the statuses it queued before are settled.
+    fn serving(&self) -> Option<watch::Receiver<bool>> {
+        None
+    }
 }
 
 /// Timing of the loop.
@@ -114,14 +129,34 @@ enum Ended {
     SubscribeTimedOut,
     Stream(&'static str),
     Silent(Duration),
+    Withdrawn,
 }
 
 async fn subscribe_forever<A: AgentSide>(client: AgentClient, side: Arc<A>, config: SessionConfig) {
     let mut attempt = 0u32;
+    let mut serving = side.serving();
     loop {
-        let ended = session(&client, side.as_ref(), config, &mut attempt).await;
+        let ended = match serving.as_mut() {
+            None => session(&client, side.as_ref(), config, &mut attempt).await,
+            Some(serving) => {
+                if !*serving.borrow() {
+                    tracing::info!("not serving: no subscription until the agent can serve again");
+                    until(serving, true).await;
+                    tracing::info!("serving again: subscribing");
+                    attempt = 0;
+                }
+                tokio::select! {
+                    ended = session(&client, side.as_ref(), config, &mut attempt) => ended,
+                    () = until(serving, false) => Ended::Withdrawn,
+                }
+            }
+        };
         side.connected(false);
         match &ended {
+            Ended::Withdrawn => {
+                tracing::warn!("the agent cannot serve: subscription dropped, the offer layer offers nothing of it");
+                continue;
+            }
             Ended::Failed(e) => tracing::warn!(error = %e, attempt, "SUBSCRIBE failed; retrying"),
             Ended::SubscribeTimedOut => {
                 tracing::warn!(timeout = ?config.subscribe_timeout, attempt, "no SUBSCRIBED in time; retrying")
@@ -131,6 +166,14 @@ async fn subscribe_forever<A: AgentSide>(client: AgentClient, side: Arc<A>, conf
         }
         tokio::time::sleep(config.subscribe_backoff.delay(attempt)).await;
         attempt = attempt.saturating_add(1);
+    }
+}
+
+/// Resolves once `serving` says `wanted`; never if its sender is gone (the
+/// agent is ending, and its loop with it).
+async fn until(serving: &mut watch::Receiver<bool>, wanted: bool) {
+    if serving.wait_for(|now| *now == wanted).await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -189,10 +232,12 @@ async fn deliver<A: AgentSide>(
             match tokio::time::timeout(config.update_timeout, post).await {
                 Ok(Ok(())) => {
                     side.delivered(&item);
+                    side.settled(&item);
                     break;
                 }
                 Ok(Err(e)) if e.status() == Some(400) => {
                     tracing::error!(error = %e, task = %item.status.task_id, "offer layer refused an update; dropped");
+                    side.settled(&item);
                     break;
                 }
                 Ok(Err(e)) => tracing::debug!(error = %e, attempt, "UPDATE not accepted yet; retrying"),

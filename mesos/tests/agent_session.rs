@@ -110,6 +110,11 @@ struct Recorder {
     id: Mutex<Option<AgentId>>,
     heartbeats: Mutex<usize>,
     delivered: Mutex<Vec<String>>,
+    settled: Mutex<Vec<String>>,
+    /// How often the stream went down.
+    disconnects: Mutex<usize>,
+    /// What `serving` hands the loop (none: always serving).
+    serving: Mutex<Option<watch::Receiver<bool>>>,
     /// Bumped on every call, so the test awaits changes.
     changed: Mutex<Option<watch::Sender<u64>>>,
 }
@@ -149,6 +154,19 @@ impl AgentSide for Recorder {
     fn delivered(&self, update: &Outgoing) {
         self.delivered.lock().unwrap().push(update.status.task_id.value.clone());
         self.bump();
+    }
+    fn settled(&self, update: &Outgoing) {
+        self.settled.lock().unwrap().push(update.status.task_id.value.clone());
+        self.bump();
+    }
+    fn connected(&self, up: bool) {
+        if !up {
+            *self.disconnects.lock().unwrap() += 1;
+            self.bump();
+        }
+    }
+    fn serving(&self) -> Option<watch::Receiver<bool>> {
+        self.serving.lock().unwrap().clone()
     }
 }
 
@@ -215,5 +233,40 @@ async fn updates_are_delivered_in_order_through_503s_and_a_400_is_dropped() {
     until(&side, &mut rx, "three deliveries", |s| s.delivered.lock().unwrap().len() >= 3).await;
     session.abort();
     assert_eq!(*side.delivered.lock().unwrap(), vec!["t1", "t2", "t3"]);
+    assert_eq!(*side.settled.lock().unwrap(), vec!["t1", "refused", "t2", "t3"], "a refused update is settled too");
     assert_eq!(state.lock().unwrap().accepted, vec!["t1", "t2", "t3"]);
+}
+
+#[tokio::test]
+async fn an_agent_that_cannot_serve_holds_no_subscription_and_subscribes_again_when_it_can() {
+    let (url, state) = serve(Script::default()).await;
+    let side = Arc::new(Recorder::default());
+    let (tx, mut rx) = watch::channel(0);
+    *side.changed.lock().unwrap() = Some(tx);
+    let (serving, serving_rx) = watch::channel(false);
+    *side.serving.lock().unwrap() = Some(serving_rx);
+    let (_outbox, outbox_rx) = mpsc::unbounded_channel();
+    let session = tokio::spawn(run(AgentClient::new(&url, None), Arc::clone(&side), outbox_rx, fast()));
+    // Not serving from the start: no SUBSCRIBE at all (the fast config
+    // would have subscribed several times over in this time).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(state.lock().unwrap().seen_subscribes.is_empty(), "no SUBSCRIBE while not serving");
+    serving.send_replace(true);
+    until(&side, &mut rx, "a subscription", |s| s.agent_id().is_some()).await;
+    until(&side, &mut rx, "events", |s| *s.heartbeats.lock().unwrap() >= 1).await;
+    serving.send_replace(false);
+    until(&side, &mut rx, "the stream dropped", |s| *s.disconnects.lock().unwrap() >= 1).await;
+    let subscribes = state.lock().unwrap().seen_subscribes.len();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(state.lock().unwrap().seen_subscribes.len(), subscribes, "no re-subscribe while withdrawn");
+    serving.send_replace(true);
+    let again = || state.lock().unwrap().seen_subscribes.len() > subscribes;
+    let waited = tokio::time::timeout(DEADLINE, async {
+        while !again() {
+            rx.changed().await.unwrap();
+        }
+    })
+    .await;
+    assert!(waited.is_ok(), "subscribed again once serving");
+    session.abort();
 }

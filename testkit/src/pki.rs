@@ -37,11 +37,17 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 impl TestPki {
     pub fn new() -> Self {
+        Self::for_hosts(&["localhost", "127.0.0.1"])
+    }
+
+    /// A PKI whose server certificate names `hosts` (DNS names or IP
+    /// addresses), for a server that listens beyond loopback.
+    pub fn for_hosts(hosts: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir for certificates");
         let (ca_cert, ca_key, ca_params) = ca("mpiswarm-test-ca");
         let issuer = Issuer::new(ca_params, ca_key);
         let mut params =
-            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).expect("server parameters");
+            CertificateParams::new(hosts.iter().map(|h| h.to_string()).collect::<Vec<_>>()).expect("server parameters");
         params.distinguished_name.push(DnType::CommonName, "mpiswarm-test-server");
         let key = KeyPair::generate().expect("server key");
         let cert = params.signed_by(&key, &issuer).expect("server certificate");

@@ -1,0 +1,248 @@
+//! Whether the Swarm node this agent serves is up, and what follows when it
+//! is not. An agent that serves another node than its engine's (`--node`,
+//! one agent per node beside one manager) keeps running when that node
+//! dies, and Swarm itself marks the node's tasks orphaned only after 24 h.
+//! So the agent asks the manager for the node's status every
+//! `node_check` (Swarm marks a node `down` a few heartbeats after it went
+//! silent) and, while the node is down or disconnected:
+//!
+//! - every task it runs there goes `TASK_LOST` (`REASON_AGENT_DISCONNECTED`,
+//!   the message naming the node), and the task's service is removed, so its
+//!   container is stopped if the node ever comes back;
+//! - once those statuses are settled, the agent withdraws from the offer
+//!   layer (no subscription, so nothing of the node is offered);
+//! - when the node is `ready` again the agent subscribes again and serves it;
+//!   the lost tasks stay lost.
+//!
+//! It never launches anything, and a node whose status cannot be read (the
+//! manager does not answer) is left as it was: not knowing is not down.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use bollard::models::NodeState;
+use mpiswarm_mesos::{Reason, TaskState};
+
+use crate::agent::Agent;
+use crate::locks::lock;
+use crate::observe::Observed;
+use crate::swarm::Swarm;
+
+/// How long a withdrawal waits for the lost tasks' statuses to reach the
+/// offer layer before it drops the subscription anyway (they are then
+/// reported in the next SUBSCRIBE).
+const SETTLE_DEADLINE: Duration = Duration::from_secs(10);
+
+/// What the manager says of the node, as the agent acts on it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Health {
+    Ready,
+    /// `down` or `disconnected`: its tasks are lost.
+    Down {
+        state: String,
+        message: String,
+    },
+    /// `unknown` (a manager that just started has not heard from it yet):
+    /// nothing is done either way.
+    Unsure,
+}
+
+/// Classifies the node's Swarm status. Pure.
+pub fn classify(state: Option<NodeState>, message: Option<&str>) -> Health {
+    match state {
+        Some(NodeState::READY) => Health::Ready,
+        Some(s @ (NodeState::DOWN | NodeState::DISCONNECTED)) => {
+            Health::Down { state: s.to_string(), message: message.unwrap_or_default().to_owned() }
+        }
+        Some(NodeState::UNKNOWN) | None => Health::Unsure,
+    }
+}
+
+/// The node as the agent last saw it.
+#[derive(Debug)]
+pub(crate) struct NodeWatch {
+    /// The node's hostname (or id), for messages.
+    pub(crate) name: String,
+    pub(crate) last_ready: Instant,
+    /// When the agent first saw it down, while it is.
+    pub(crate) down_since: Option<Instant>,
+}
+
+impl NodeWatch {
+    pub(crate) fn new(name: String) -> Self {
+        Self { name, last_ready: Instant::now(), down_since: None }
+    }
+}
+
+impl<S: Swarm + 'static> Agent<S> {
+    /// Asks the manager for the node's status once and acts on it.
+    pub async fn check_node(self: &Arc<Self>) {
+        match self.swarm.node_status(&self.node_id).await {
+            Ok((state, message)) => self.node_is(classify(state, message.as_deref())).await,
+            Err(e) => tracing::warn!(node = %self.node_id, error = %e, "cannot read the node's swarm status"),
+        }
+    }
+
+    /// Acts on the node's health: on the first sight of it down, its tasks
+    /// are lost and the agent withdraws; while it stays down, tasks that
+    /// were being launched are lost too; back to ready, the agent serves again.
+    pub async fn node_is(self: &Arc<Self>, health: Health) {
+        match health {
+            Health::Unsure => {}
+            Health::Ready => {
+                let was_down = {
+                    let mut w = lock(&self.node_watch);
+                    w.last_ready = Instant::now();
+                    w.down_since.take()
+                };
+                if let Some(since) = was_down {
+                    tracing::info!(node = %self.node_name(), down_for = ?since.elapsed(), "the node is ready again: serving it");
+                    self.serving.send_replace(true);
+                }
+            }
+            Health::Down { state, message } => {
+                let (first, unseen_for) = {
+                    let mut w = lock(&self.node_watch);
+                    let first = w.down_since.is_none();
+                    if first {
+                        w.down_since = Some(Instant::now());
+                    }
+                    (first, w.last_ready.elapsed())
+                };
+                let why = format!(
+                    "swarm node {} is {state}{} (noticed {:.1} s after it was last seen ready)",
+                    self.node_name(),
+                    if message.is_empty() { String::new() } else { format!(": {message}") },
+                    unseen_for.as_secs_f64()
+                );
+                let lost = self.lose_tasks(&why).await;
+                if first {
+                    self.counters.node_losses.inc();
+                    tracing::warn!(node = %self.node_name(), tasks_lost = lost, "{why}; withdrawing from the offer layer until it is ready");
+                    self.settle_statuses(SETTLE_DEADLINE).await;
+                    self.serving.send_replace(false);
+                }
+            }
+        }
+    }
+
+    /// The node's name for messages (its hostname when known).
+    pub fn node_name(&self) -> String {
+        lock(&self.node_watch).name.clone()
+    }
+
+    /// Names the node in messages (the agent knows only its id at first).
+    pub fn name_node(&self, name: &str) {
+        lock(&self.node_watch).name = name.to_owned();
+    }
+
+    /// Whether the agent serves its node now (false while the node is down).
+    pub fn serving(&self) -> bool {
+        *self.serving.borrow()
+    }
+
+    /// Reports every live task LOST with `why`, then removes their services
+    /// (and stops following their output: the node cannot answer). Returns
+    /// how many went.
+    async fn lose_tasks(&self, why: &str) -> usize {
+        let live: Vec<(String, TaskState)> = lock(&self.tasks)
+            .iter()
+            .filter(|(_, t)| !t.killing && !t.record.status.state.is_terminal())
+            .map(|(name, t)| (name.clone(), t.record.status.state))
+            .collect();
+        let mut lost = Vec::new();
+        for (name, last) in live {
+            let observed = Observed {
+                reason: Some(Reason::ReasonAgentDisconnected),
+                ..Observed::simple(TaskState::Lost, format!("{why}; the task's container cannot be reached"))
+            };
+            if self.transition_from(&name, last, observed) {
+                lost.push(name);
+            }
+        }
+        let count = lost.len();
+        for name in lost {
+            self.stop_output(&name).await;
+            if let Err(e) = self.swarm.remove_service(&name).await {
+                tracing::warn!(service = name, error = %e, "could not remove the service of a lost task; the resync retries");
+            }
+            *lock(&self.gc_pending) = true;
+        }
+        count
+    }
+
+    /// Waits until every status queued so far was settled by the session
+    /// (accepted or refused for good), at most `deadline`.
+    async fn settle_statuses(&self, deadline: Duration) {
+        let target = self.statuses_queued.load(Ordering::SeqCst);
+        let mut settled = self.statuses_settled.subscribe();
+        if tokio::time::timeout(deadline, settled.wait_for(|n| *n >= target)).await.is_err() {
+            tracing::warn!(?deadline, "statuses not yet taken by the offer layer; they go with the next SUBSCRIBE");
+        }
+    }
+}
+
+/// Checks the node every `every`, as long as the agent runs.
+pub async fn watch_node<S: Swarm + 'static>(agent: Arc<Agent<S>>, every: Duration) {
+    loop {
+        agent.check_node().await;
+        tokio::time::sleep(every).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake_swarm::FakeSwarm;
+    use crate::lifecycle::tests::{agent, fw, task};
+
+    #[test]
+    fn down_and_disconnected_lose_tasks_and_unknown_does_nothing() {
+        assert_eq!(classify(Some(NodeState::READY), None), Health::Ready);
+        assert_eq!(
+            classify(Some(NodeState::DOWN), Some("heartbeat failure")),
+            Health::Down { state: "down".into(), message: "heartbeat failure".into() }
+        );
+        assert!(matches!(classify(Some(NodeState::DISCONNECTED), None), Health::Down { .. }));
+        assert_eq!(classify(Some(NodeState::UNKNOWN), None), Health::Unsure);
+        assert_eq!(classify(None, None), Health::Unsure);
+    }
+
+    #[tokio::test]
+    async fn a_down_node_loses_its_tasks_withdraws_and_serves_again_when_ready() {
+        let mut f = agent(FakeSwarm::default());
+        let (id, info) = fw();
+        f.agent.launch(id, &info, None, vec![task("t1")]).await;
+        assert_eq!(f.statuses.try_recv().map(|o| o.status.state).ok(), Some(TaskState::Starting));
+        // Stands in for the session: settles whatever is queued.
+        let session = {
+            let agent = Arc::clone(&f.agent);
+            tokio::spawn(async move {
+                loop {
+                    agent.statuses_settled.send_replace(agent.statuses_queued.load(Ordering::SeqCst));
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+        };
+        f.agent.name_node("node2");
+        f.agent.node_is(Health::Down { state: "down".into(), message: "heartbeat failure".into() }).await;
+        let lost = f.statuses.try_recv().expect("a status for the task").status;
+        assert_eq!((lost.state, lost.reason), (TaskState::Lost, Some(Reason::ReasonAgentDisconnected)));
+        let message = lost.message.unwrap_or_default();
+        assert!(message.contains("swarm node node2 is down: heartbeat failure"), "{message}");
+        assert!(!f.agent.serving(), "withdrawn while the node is down");
+        assert!(f.agent.swarm.names().iter().all(|(k, _)| k != "service"), "the lost task's service is removed");
+        // Still down: a lost task is reported once.
+        f.agent.node_is(Health::Down { state: "down".into(), message: String::new() }).await;
+        assert!(f.statuses.try_recv().is_err(), "reported once");
+        f.agent.node_is(Health::Unsure).await;
+        assert!(!f.agent.serving(), "unknown is not ready");
+        f.agent.node_is(Health::Ready).await;
+        assert!(f.agent.serving(), "serving again once ready");
+        assert!(f.statuses.try_recv().is_err(), "the lost task is not reported again");
+        assert_eq!(f.agent.snapshot()[0].2, TaskState::Lost);
+        assert_eq!(f.agent.counters.node_losses.get(), 1);
+        session.abort();
+    }
+}
