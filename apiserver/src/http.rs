@@ -1,20 +1,22 @@
 //! HTTP: bearer-token authentication, path routing in the Kubernetes URL
 //! scheme, the request body limit, and rendering of answers (JSON, Table,
-//! watch streams, Status errors). Every request is answered; a bad one never
-//! takes the server down.
+//! watch streams, Status errors), and the request's audit event. Every
+//! request is answered; a bad one never takes the server down.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::api::{Api, Target, WriteOpts};
+use crate::audit::{self, AuditLog, RequestAttributes};
 use crate::discovery;
 use crate::error::{ApiError, ApiResult};
 use crate::openapi;
@@ -32,6 +34,8 @@ pub struct Shared {
     pub server_address: String,
     pub watch_timeout: Duration,
     pub bookmark_every: Duration,
+    /// `--audit-log`: every request, as a Kubernetes audit event.
+    pub audit: Option<AuditLog>,
 }
 
 pub fn router(shared: Arc<Shared>) -> Router {
@@ -72,16 +76,76 @@ fn header_str(h: &HeaderMap, name: header::HeaderName) -> &str {
 }
 
 async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
+    let received = chrono::Utc::now();
     let (parts, body) = req.into_parts();
+    let mut attrs = RequestAttributes::default();
+    let response = authenticated(&shared, parts, body, &mut attrs).await;
+    if let Some(log) = &shared.audit {
+        log.record(&audit_event(received, &response, &attrs));
+    }
+    response.response
+}
+
+/// A response with what the audit event needs of its request.
+struct Answered {
+    response: Response,
+    method: Method,
+    uri: String,
+    user_agent: String,
+    peer: Option<SocketAddr>,
+    authenticated: bool,
+}
+
+fn audit_event(received: chrono::DateTime<chrono::Utc>, a: &Answered, attrs: &RequestAttributes) -> audit::Event {
+    audit::Event {
+        kind: "Event".into(),
+        api_version: "audit.k8s.io/v1".into(),
+        level: "Metadata".into(),
+        audit_id: uuid::Uuid::new_v4().to_string(),
+        stage: if attrs.watch { "ResponseStarted" } else { "ResponseComplete" }.into(),
+        request_uri: a.uri.clone(),
+        verb: attrs.verb.map(str::to_owned).unwrap_or_else(|| a.method.as_str().to_ascii_lowercase()),
+        user: if a.authenticated { audit::UserInfo::admin() } else { audit::UserInfo::anonymous() },
+        source_ips: a.peer.map(|p| p.ip().to_string()).into_iter().collect(),
+        user_agent: a.user_agent.clone(),
+        object_ref: attrs.object_ref.clone(),
+        response_status: audit::ResponseStatus { code: a.response.status().as_u16() },
+        request_received_timestamp: audit::timestamp(received),
+        stage_timestamp: audit::timestamp(chrono::Utc::now()),
+    }
+}
+
+async fn authenticated(
+    shared: &Arc<Shared>,
+    parts: axum::http::request::Parts,
+    body: Body,
+    attrs: &mut RequestAttributes,
+) -> Answered {
     let path = parts.uri.path().to_string();
     let public = matches!(path.as_str(), "/healthz" | "/readyz" | "/livez" | "/version");
-    if !public {
-        let auth = header_str(&parts.headers, header::AUTHORIZATION);
-        let presented = auth.strip_prefix("Bearer ").map(str::trim);
-        if presented != Some(shared.token.as_str()) {
-            return unauthorized();
-        }
-    }
+    let auth = header_str(&parts.headers, header::AUTHORIZATION);
+    let authenticated = auth.strip_prefix("Bearer ").map(str::trim) == Some(shared.token.as_str());
+    let mut answered = Answered {
+        response: Response::default(),
+        method: parts.method.clone(),
+        // Under HTTP/2 the URI carries scheme and authority; the audit log wants the path.
+        uri: parts.uri.path_and_query().map_or_else(|| path.clone(), |p| p.as_str().to_owned()),
+        user_agent: header_str(&parts.headers, header::USER_AGENT).to_owned(),
+        peer: parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0),
+        authenticated,
+    };
+    answered.response =
+        if !public && !authenticated { unauthorized() } else { answer(shared, parts, body, &path, attrs).await };
+    answered
+}
+
+async fn answer(
+    shared: &Arc<Shared>,
+    parts: axum::http::request::Parts,
+    body: Body,
+    path: &str,
+    attrs: &mut RequestAttributes,
+) -> Response {
     let body = match axum::body::to_bytes(body, shared.max_body).await {
         Ok(b) => b,
         Err(_) => {
@@ -95,7 +159,7 @@ async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
     };
     let query = Query::parse(parts.uri.query());
     let started = std::time::Instant::now();
-    let response = match route(&shared, &parts.method, &path, &query, &parts.headers, &body).await {
+    let response = match route(shared, &parts.method, path, &query, &parts.headers, &body, attrs).await {
         Ok(r) => r,
         Err(e) => {
             if e.code >= 500 {
@@ -115,6 +179,7 @@ async fn route(
     q: &Query,
     headers: &HeaderMap,
     body: &[u8],
+    attrs: &mut RequestAttributes,
 ) -> ApiResult<Response> {
     let segs: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
     let accept = header_str(headers, header::ACCEPT);
@@ -172,6 +237,18 @@ async fn route(
     };
     let target = resolve(shared, group, version, rest)?;
     let verb = verb_of(method, &target, q);
+    *attrs = RequestAttributes {
+        verb: Some(verb),
+        watch: verb == "watch",
+        object_ref: Some(audit::ObjectRef {
+            resource: target.rt.plural.clone(),
+            namespace: target.namespace.clone().unwrap_or_default(),
+            name: target.name.clone().unwrap_or_default(),
+            api_group: target.rt.group.clone(),
+            api_version: version.to_owned(),
+            subresource: if target.status { "status".into() } else { String::new() },
+        }),
+    };
     let (group, resource) = (target.rt.group.clone(), target.rt.plural.clone());
     let result = dispatch(shared, method, target, q, headers, body).await;
     let code = match &result {
@@ -185,8 +262,8 @@ async fn route(
 /// The Kubernetes verb of a resource request, for metrics and logs.
 fn verb_of(method: &Method, t: &Target, q: &Query) -> &'static str {
     match *method {
-        Method::GET if t.name.is_some() => "get",
         Method::GET if q.flag("watch").unwrap_or(false) => "watch",
+        Method::GET if t.name.is_some() => "get",
         Method::GET => "list",
         Method::POST => "create",
         Method::PUT => "update",

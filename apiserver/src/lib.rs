@@ -14,6 +14,7 @@ use std::time::Duration;
 pub mod admission;
 pub mod api;
 pub mod apply;
+pub mod audit;
 pub mod builtins;
 pub mod cascade;
 pub mod cel_rules;
@@ -71,6 +72,11 @@ pub struct ApiserverArgs {
     /// Events last seen longer ago than this are deleted (kube-apiserver's --event-ttl).
     #[arg(long, default_value_t = 3600, env = "MPISWARM_APISERVER_EVENT_TTL_SECONDS")]
     pub event_ttl_seconds: u64,
+    /// Append every request to FILE as JSON lines, in the shape of
+    /// kube-apiserver's audit log at the Metadata level (user, user agent,
+    /// verb, resource, subresource, namespace, name, code; no bodies).
+    #[arg(long, env = "MPISWARM_APISERVER_AUDIT_LOG")]
+    pub audit_log: Option<PathBuf>,
 }
 
 impl ApiserverArgs {
@@ -84,6 +90,7 @@ impl ApiserverArgs {
             max_body_bytes: 3 * 1024 * 1024,
             bookmark_seconds: 60,
             event_ttl_seconds: 3600,
+            audit_log: None,
         }
     }
 }
@@ -102,6 +109,8 @@ pub enum Error {
     Locked(String),
     #[error("the server cannot go on: {0}; see the log above, then restart it")]
     Failed(String),
+    #[error(transparent)]
+    Audit(#[from] audit::Error),
 }
 
 /// What `Running::tasks` holds, in order, for messages.
@@ -114,6 +123,8 @@ pub struct Running {
     pub kubeconfig: PathBuf,
     pub token: String,
     pub api: Arc<api::Api>,
+    /// `--audit-log`, when given.
+    pub audit: Option<audit::AuditLog>,
     /// The server and the event sweeper.
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// Held while running: one server per data directory.
@@ -180,6 +191,7 @@ pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
     let tls = if use_tls { Some(tls::load_or_create(&dir, addr)?) } else { None };
     let host = if addr.ip().is_unspecified() { "127.0.0.1".to_string() } else { addr.ip().to_string() };
     let url = format!("{}://{host}:{}", if use_tls { "https" } else { "http" }, addr.port());
+    let audit = args.audit_log.as_deref().map(audit::AuditLog::open).transpose()?;
     let kubeconfig = dir.join("kubeconfig");
     let kc = tls::kubeconfig(&url, &token, tls.as_ref().map(|t| t.ca_pem.as_str()));
     std::fs::write(&kubeconfig, kc).map_err(|e| Error::Io(kubeconfig.display().to_string(), e))?;
@@ -190,10 +202,12 @@ pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
         server_address: format!("{host}:{}", addr.port()),
         watch_timeout: Duration::from_secs(30 * 60),
         bookmark_every: Duration::from_secs(args.bookmark_seconds.max(1)),
+        audit: audit.clone(),
     });
     let app = http::router(shared);
     let task = match tls {
         None => tokio::spawn(async move {
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
             if let Err(e) = axum::serve(listener, app).await {
                 tracing::error!(error = %e, "server stopped");
             }
@@ -202,7 +216,7 @@ pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
     };
     let sweeper = tokio::spawn(event_ttl::sweep(api.clone(), Duration::from_secs(args.event_ttl_seconds)));
     tracing::info!(%url, kubeconfig = %kubeconfig.display(), "apiserver listening");
-    Ok(Running { addr, url, kubeconfig, token, api, tasks: vec![task, sweeper], _lock: lock })
+    Ok(Running { addr, url, kubeconfig, token, api, audit, tasks: vec![task, sweeper], _lock: lock })
 }
 
 async fn serve_tls(listener: tokio::net::TcpListener, app: axum::Router, config: Arc<rustls::ServerConfig>) {
@@ -220,7 +234,8 @@ async fn serve_tls(listener: tokio::net::TcpListener, app: axum::Router, config:
             }
         };
         let acceptor = acceptor.clone();
-        let service = TowerToHyperService::new(app.clone());
+        // The peer's address, as `into_make_service_with_connect_info` gives it on plain HTTP.
+        let service = TowerToHyperService::new(app.clone().layer(axum::Extension(axum::extract::ConnectInfo(peer))));
         tokio::spawn(async move {
             let stream = match acceptor.accept(tcp).await {
                 Ok(s) => s,

@@ -98,6 +98,10 @@ pub fn load_or_create(dir: &Path, listen: SocketAddr) -> Result<Tls, Error> {
     Ok(Tls { ca_pem, config: Arc::new(config) })
 }
 
+/// The user the kubeconfig names; whoever holds the token is this user
+/// (in the audit log too).
+pub const KUBECONFIG_USER: &str = "mpiswarm-admin";
+
 /// `DIR/kubeconfig` for this server.
 pub fn kubeconfig(server: &str, token: &str, ca_pem: Option<&str>) -> String {
     use base64::Engine;
@@ -107,6 +111,6 @@ pub fn kubeconfig(server: &str, token: &str, ca_pem: Option<&str>) -> String {
         })
         .unwrap_or_default();
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: mpiswarm\n  cluster:\n    server: {server}\n{ca}users:\n- name: mpiswarm-admin\n  user:\n    token: {token}\ncontexts:\n- name: mpiswarm\n  context:\n    cluster: mpiswarm\n    user: mpiswarm-admin\n    namespace: default\ncurrent-context: mpiswarm\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: mpiswarm\n  cluster:\n    server: {server}\n{ca}users:\n- name: {KUBECONFIG_USER}\n  user:\n    token: {token}\ncontexts:\n- name: mpiswarm\n  context:\n    cluster: mpiswarm\n    user: {KUBECONFIG_USER}\n    namespace: default\ncurrent-context: mpiswarm\n"
     )
 }

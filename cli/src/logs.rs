@@ -3,8 +3,16 @@
 //! kubeconfig is needed: the job's status names the gang and its nodes, the
 //! controller's ConfigMap names the framework and the master, and the
 //! master's `/master/state` says where each agent serves `/files/read`.
+//!
+//! Against a secured offer layer (TLS and credentials, as off loopback):
+//! `--ca-file` is the CA to trust instead of the public roots, and the
+//! credential (`--credential FILE`, or `--principal` with `--secret-file`)
+//! goes to the master and to the agents as HTTP basic authentication. The
+//! agents are reached with the master's scheme: Mesos secures a cluster as
+//! a whole, and an agent beyond loopback serves HTTPS only.
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -14,6 +22,8 @@ use kube::api::Api;
 use mpiswarm_controller::framework_id::{CONFIG_MAP, MASTER_KEY};
 use mpiswarm_controller::names::{TaskName, TaskRole};
 use mpiswarm_crds::MpiJob;
+use mpiswarm_mesos::credential::Credential;
+use mpiswarm_mesos::tls::CaFile;
 
 use crate::run::Target;
 
@@ -33,13 +43,64 @@ pub struct LogsArgs {
     /// Namespace of the controller's framework ConfigMap.
     #[arg(long, default_value = "default")]
     pub controller_namespace: String,
+    /// The master to ask where agents are, instead of the one the controller
+    /// recorded (which may be the controller pod's own loopback).
+    #[arg(long, env = "MPISWARM_MASTER")]
+    pub master: Option<String>,
+    /// PEM CA certificate(s) to trust for an https master and its agents (instead of the public roots).
+    #[arg(long, env = "MPISWARM_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// A Mesos credential file for the master and the agents:
+    /// `{"principal":"...","secret":"..."}` or `PRINCIPAL SECRET`.
+    #[arg(long, env = "MPISWARM_CREDENTIAL")]
+    pub credential: Option<PathBuf>,
+    /// Principal to authenticate as (with --secret-file), instead of --credential.
+    #[arg(long, env = "MPISWARM_PRINCIPAL")]
+    pub principal: Option<String>,
+    /// File holding the principal's secret (e.g. a mounted Secret).
+    #[arg(long, env = "MPISWARM_SECRET_FILE")]
+    pub secret_file: Option<PathBuf>,
     #[command(flatten)]
     pub target: Target,
+}
+
+/// How to talk to the master and the agents: one HTTP client trusting
+/// `--ca-file`, and the credential every request carries.
+struct Mesos {
+    http: reqwest::Client,
+    credential: Option<Credential>,
+}
+
+impl Mesos {
+    /// Reads the files the flags name before anything is asked of the cluster.
+    fn from_args(args: &LogsArgs) -> Result<Self> {
+        let credential =
+            Credential::from_flags(args.principal.as_deref(), args.secret_file.as_deref(), args.credential.as_deref())?;
+        let ca = args.ca_file.as_deref().map(CaFile::read).transpose()?;
+        Ok(Self { http: mpiswarm_mesos::tls::http_client(ca.as_ref()), credential })
+    }
+
+    async fn get(&self, url: &str, query: &[(&str, &str)]) -> Result<reqwest::Response> {
+        let mut req = self.http.get(url).query(query);
+        if let Some(c) = &self.credential {
+            req = req.basic_auth(&c.principal, Some(&c.secret));
+        }
+        let resp = req.send().await.with_context(|| format!("GET {url}"))?;
+        if matches!(resp.status().as_u16(), 401 | 403) {
+            let how = match &self.credential {
+                None => "it requires credentials: pass --credential FILE, or --principal with --secret-file".to_owned(),
+                Some(c) => format!("it refused principal {:?}: check the credential", c.principal),
+            };
+            bail!("{url} answered {}: {how}", resp.status());
+        }
+        Ok(resp)
+    }
 }
 
 const CHUNK: u64 = 64 * 1024;
 
 pub async fn run(args: LogsArgs) -> Result<()> {
+    let mesos = Mesos::from_args(&args)?;
     let (client, ns) = args.target.client().await?;
     let jobs: Api<MpiJob> = Api::namespaced(client.clone(), &ns);
     let job = jobs.get_opt(&args.job).await?.with_context(|| format!("no MpiJob {} in namespace {ns}", args.job))?;
@@ -71,18 +132,21 @@ pub async fn run(args: LogsArgs) -> Result<()> {
     })?;
     let data = cm.data.unwrap_or_default();
     let framework = data.get("frameworkId").context("the controller has not subscribed yet")?.clone();
-    let master = data.get(MASTER_KEY).context("the controller did not record its master")?.clone();
-    let agent = agent_url(&master, &node.agent_id).await?;
+    let master = match &args.master {
+        Some(m) => m.clone(),
+        None => data.get(MASTER_KEY).context("the controller did not record its master: pass --master")?.clone(),
+    };
+    let agent = agent_url(&mesos, &master, &node.agent_id).await?;
     let file = format!("/tasks/{framework}/{task}/{}", if args.stderr { "stderr" } else { "stdout" });
 
-    let http = reqwest::Client::new();
     let mut offset = 0u64;
     let mut out = std::io::stdout();
     loop {
-        let resp = http
-            .get(format!("{agent}/files/read"))
-            .query(&[("path", file.as_str()), ("offset", &offset.to_string()), ("length", &CHUNK.to_string())])
-            .send()
+        let resp = mesos
+            .get(
+                &format!("{agent}/files/read"),
+                &[("path", file.as_str()), ("offset", &offset.to_string()), ("length", &CHUNK.to_string())],
+            )
             .await
             .with_context(|| format!("reading {file} from the agent at {agent}"))?;
         if resp.status().as_u16() == 404 {
@@ -103,11 +167,15 @@ pub async fn run(args: LogsArgs) -> Result<()> {
     }
 }
 
-/// The agent's base URL from the master's state (Mesos' `pid` is `slave(1)@IP:PORT`).
-async fn agent_url(master: &str, agent_id: &str) -> Result<String> {
-    let state: serde_json::Value = reqwest::get(format!("{master}/master/state"))
+/// The agent's base URL from the master's state (Mesos' `pid` is
+/// `slave(1)@IP:PORT`), with the master's scheme.
+async fn agent_url(mesos: &Mesos, master: &str, agent_id: &str) -> Result<String> {
+    let master = master.trim_end_matches('/');
+    let state: serde_json::Value = mesos
+        .get(&format!("{master}/master/state"), &[])
         .await
         .with_context(|| format!("asking the master at {master} where agent {agent_id} is"))?
+        .error_for_status()?
         .json()
         .await?;
     let agents = state["slaves"].as_array().cloned().unwrap_or_default();
@@ -117,7 +185,8 @@ async fn agent_url(master: &str, agent_id: &str) -> Result<String> {
         .with_context(|| format!("the master at {master} does not know agent {agent_id}"))?;
     let pid = a["pid"].as_str().context("the master did not say where the agent serves")?;
     let addr = pid.rsplit('@').next().unwrap_or(pid);
-    Ok(format!("http://{addr}"))
+    let scheme = if master.starts_with("https://") { "https" } else { "http" };
+    Ok(format!("{scheme}://{addr}"))
 }
 
 async fn task_ended(jobs: &Api<MpiJob>, name: &str, role: TaskRole) -> Result<bool> {

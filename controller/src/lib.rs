@@ -158,8 +158,25 @@ fn default_identity() -> String {
     format!("{host}-{}", std::process::id())
 }
 
+/// The User-Agent of the controller's own requests. An API server's audit
+/// log names the client by it, so the controller's requests can be told
+/// from those of other clients that share its credentials (the embedded API
+/// server has one token): the RBAC test relies on it.
+pub const USER_AGENT: &str = concat!("mpiswarm-controller/", env!("CARGO_PKG_VERSION"));
+
 /// A kube client from a kubeconfig file, or inferred (in-cluster, $KUBECONFIG, ~/.kube/config).
 pub async fn client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, Error> {
+    Ok(kube::Client::try_from(config(kubeconfig).await?)?)
+}
+
+/// The controller's own client: as [`client`], and it says [`USER_AGENT`].
+pub async fn controller_client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client, Error> {
+    let mut config = config(kubeconfig).await?;
+    config.headers.push((axum::http::header::USER_AGENT, axum::http::HeaderValue::from_static(USER_AGENT)));
+    Ok(kube::Client::try_from(config)?)
+}
+
+async fn config(kubeconfig: Option<&std::path::Path>) -> Result<kube::Config, Error> {
     let _already = rustls::crypto::ring::default_provider().install_default();
     let config = match kubeconfig {
         Some(path) => {
@@ -171,7 +188,7 @@ pub async fn client(kubeconfig: Option<&std::path::Path>) -> Result<kube::Client
         }
         None => kube::Config::infer().await.map_err(|e| Error::Config(e.to_string()))?,
     };
-    Ok(kube::Client::try_from(config)?)
+    Ok(config)
 }
 
 /// A controller started in this process.
@@ -197,7 +214,7 @@ impl Running {
 
 /// `mpiswarm controller`: runs until SIGTERM or Ctrl-C.
 pub async fn run(args: ControllerArgs) -> Result<(), Error> {
-    let client = client(args.kubeconfig.as_deref()).await?;
+    let client = controller_client(args.kubeconfig.as_deref()).await?;
     let running = start(client, args.options()?).await?;
     tracing::info!(addr = %running.addr, "controller serving /healthz, /readyz, /metrics");
     let stop = running.shutdown.clone();

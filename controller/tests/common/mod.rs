@@ -1,7 +1,9 @@
 //! The whole control plane in one test process, with no containers: the
 //! embedded API server, the offer layer, test agents (mpiswarm-testkit) and
 //! the controller, each on its own loopback port. Jobs are applied with the
-//! real kubectl; waits are watches with an overall deadline.
+//! real kubectl; waits are watches with an overall deadline. The API server
+//! keeps an audit log (`Stack::audit_events`), and the controller has a
+//! client of its own whose User-Agent tells its requests apart there.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -39,6 +41,8 @@ pub enum Agents {
     Test(Vec<AgentSpec>),
     /// One real `mpiswarm agent` on this machine's Docker engine (single-node swarm).
     Docker,
+    /// As `Docker`, with these extra `mpiswarm agent` flags (credentials, TLS).
+    DockerWith(Vec<String>),
     /// In-process test agents whose clients (credentials, CA) come from the
     /// function, given the offer layer's URL.
     Through(Vec<AgentSpec>, Box<dyn Fn(&str) -> mpiswarm_mesos::client::AgentClient>),
@@ -59,6 +63,11 @@ pub struct Stack {
 
 pub async fn client(kubeconfig: &Path) -> kube::Client {
     mpiswarm_controller::client(Some(kubeconfig)).await.expect("a kube client for the test API server")
+}
+
+/// A client as the controller makes its own (its User-Agent is the controller's).
+pub async fn controller_client(kubeconfig: &Path) -> kube::Client {
+    mpiswarm_controller::controller_client(Some(kubeconfig)).await.expect("the controller's kube client")
 }
 
 pub async fn install_crd(client: &kube::Client) {
@@ -118,8 +127,6 @@ impl Stack {
     /// the controller is configured from its command-line flags
     /// (`--master-credentials`, `--ca-file`).
     pub async fn start_secure(agents: Vec<AgentSpec>, pki: &mpiswarm_testkit::TestPki) -> Self {
-        let creds = pki.credentials_file("mpiswarm", "s3cret");
-        let credential = pki.secret_file("controller-credential", "mpiswarm s3cret");
         let ca = mpiswarm_mesos::tls::CaFile::read(&pki.ca_file).expect("the test CA");
         let through = Agents::Through(
             agents,
@@ -128,8 +135,30 @@ impl Stack {
                     .trusting(Some(&ca))
             }),
         );
+        Self::start_secure_with(through, pki).await
+    }
+
+    /// As [`Stack::start_secure`], with the real agent on the Docker engine,
+    /// which sends its credential, trusts the CA and serves its own
+    /// endpoints (`/files/read` too) over TLS.
+    pub async fn start_secure_docker(pki: &mpiswarm_testkit::TestPki) -> Self {
+        let credential = pki.secret_file("agent-credential", "mpiswarm s3cret");
+        let path = |p: &Path| p.to_str().expect("utf-8 temp path").to_owned();
+        let flags = [
+            ("--credential", &credential),
+            ("--ca-file", &pki.ca_file),
+            ("--tls-cert", &pki.cert_file),
+            ("--tls-key", &pki.key_file),
+        ];
+        let args = flags.iter().flat_map(|(flag, p)| [(*flag).to_owned(), path(p)]).collect();
+        Self::start_secure_with(Agents::DockerWith(args), pki).await
+    }
+
+    async fn start_secure_with(agents: Agents, pki: &mpiswarm_testkit::TestPki) -> Self {
+        let creds = pki.credentials_file("mpiswarm", "s3cret");
+        let credential = pki.secret_file("controller-credential", "mpiswarm s3cret");
         let mut s = Self::start_tweaked(
-            through,
+            agents,
             |_| {},
             false,
             |a| {
@@ -156,7 +185,8 @@ impl Stack {
             "30".as_ref(),
         ]);
         let options = cli.args.options().expect("the controller's flags are valid");
-        s.controller = Some(mpiswarm_controller::start(s.client.clone(), options).await.expect("controller starts"));
+        let client = controller_client(&s.api.kubeconfig).await;
+        s.controller = Some(mpiswarm_controller::start(client, options).await.expect("controller starts"));
         s
     }
 
@@ -168,9 +198,9 @@ impl Stack {
     ) -> Self {
         init_tracing();
         let dir = tempfile::tempdir().expect("tempdir");
-        let api = mpiswarm_apiserver::start(mpiswarm_apiserver::ApiserverArgs::for_dir(dir.path().join("api")))
-            .await
-            .expect("API server starts");
+        let mut api_args = mpiswarm_apiserver::ApiserverArgs::for_dir(dir.path().join("api"));
+        api_args.audit_log = Some(dir.path().join("audit.jsonl"));
+        let api = mpiswarm_apiserver::start(api_args).await.expect("API server starts");
         let client = client(&api.kubeconfig).await;
         install_crd(&client).await;
         let offers_dir = dir.path().join("offers");
@@ -181,9 +211,14 @@ impl Stack {
         let (mut agents, docker_agent) = match agents {
             Agents::Test(specs) => (TestAgents::start(&offers.url(), specs), None),
             Agents::Through(specs, client) => (TestAgents::start_through(|| client(&offers.url()), specs), None),
-            Agents::Docker => {
-                (TestAgents::start(&offers.url(), []), Some(docker_agent(&offers.url(), &dir.path().join("agent"))))
-            }
+            Agents::Docker => (
+                TestAgents::start(&offers.url(), []),
+                Some(docker_agent(&offers.url(), &dir.path().join("agent"), &[])),
+            ),
+            Agents::DockerWith(flags) => (
+                TestAgents::start(&offers.url(), []),
+                Some(docker_agent(&offers.url(), &dir.path().join("agent"), &flags)),
+            ),
         };
         agents.subscribed().await;
         let round_log = dir.path().join("rounds.jsonl");
@@ -191,9 +226,12 @@ impl Stack {
         tweak(&mut s);
         let controller = match with_controller {
             true => Some(
-                mpiswarm_controller::start(client.clone(), options(&offers.url(), s, "test-controller"))
-                    .await
-                    .expect("controller starts"),
+                mpiswarm_controller::start(
+                    controller_client(&api.kubeconfig).await,
+                    options(&offers.url(), s, "test-controller"),
+                )
+                .await
+                .expect("controller starts"),
             ),
             false => None,
         };
@@ -251,6 +289,15 @@ impl Stack {
         assert!(matches!(gone, Ok(Ok(_))), "job {name} was not deleted within {DEADLINE:?}");
     }
 
+    /// Every request the API server has answered so far, as its audit log has them.
+    pub async fn audit_events(&self) -> Vec<mpiswarm_apiserver::audit::Event> {
+        let log = self.api.audit.as_ref().expect("the test API server keeps an audit log");
+        log.flush().await;
+        assert_eq!(log.dropped(), 0, "the audit log dropped events: it is incomplete");
+        let text = std::fs::read_to_string(log.path()).expect("the audit log");
+        text.lines().map(|l| serde_json::from_str(l).expect("an audit event")).collect()
+    }
+
     /// Every round the controller logged.
     pub fn rounds(&self) -> Vec<mpiswarm_controller::round::RoleRound> {
         let text = std::fs::read_to_string(&self.round_log).unwrap_or_default();
@@ -269,10 +316,10 @@ struct AgentCli {
 }
 
 /// The real node agent on the local engine, in this process.
-fn docker_agent(master: &str, data_dir: &Path) -> tokio::task::JoinHandle<()> {
+fn docker_agent(master: &str, data_dir: &Path, flags: &[String]) -> tokio::task::JoinHandle<()> {
     let data_dir = data_dir.to_str().expect("utf-8 temp dir");
-    let args =
-        AgentCli::parse_from(["agent", "--master", master, "--data-dir", data_dir, "--listen", "127.0.0.1:0"]).args;
+    let base = ["agent", "--master", master, "--data-dir", data_dir, "--listen", "127.0.0.1:0"];
+    let args = AgentCli::parse_from(base.into_iter().chain(flags.iter().map(String::as_str))).args;
     tokio::spawn(async move {
         if let Err(e) = mpiswarm_agent::run(args).await {
             panic!("the node agent stopped: {e}");

@@ -1,0 +1,368 @@
+//! The controller's RBAC (`manifests/20-rbac.yaml`, bound to the service
+//! account the Deployment in `manifests/30-controller.yaml` runs as) is
+//! checked against what the controller really does, not against a list
+//! kept by hand: jobs go through their whole life (created, finalized,
+//! status, Events, SSH key Secret, framework-id ConfigMap, leader Lease,
+//! success and TTL deletion, failure with a restart, an invalid spec, a
+//! controller restart that takes the Lease over, deletion of a running job),
+//! the API server's audit log records every request, and each (verb, group,
+//! resource, subresource) that the controller's client used -- told apart
+//! by its User-Agent, `mpiswarm_controller::USER_AGENT`, since the embedded
+//! API server has one token for every client -- must be allowed by the
+//! rules bound to that service account. Kubernetes also authorizes two
+//! things a Metadata-level log does not show as requests, so they are
+//! derived from what the log and the cluster do show: a PATCH or PUT that
+//! creates its object (answered 201) needs `create` as well, and writing an
+//! object whose ownerReference sets `blockOwnerDeletion` needs `update` on
+//! the owner's `finalizers` subresource (the OwnerReferencesPermissionEnforcement
+//! admission plugin); the objects are those that name the controller in
+//! their managedFields. Rules nothing exercised are printed, for a human to
+//! judge.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::{Stack, controller_client, job_yaml, options, program, settings};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule};
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::discovery::Discovery;
+use mpiswarm_apiserver::audit::Event;
+use mpiswarm_crds::Phase;
+use mpiswarm_testkit::AgentSpec;
+use serde::Deserialize;
+
+/// One kind of request: what RBAC decides on.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Request {
+    verb: String,
+    group: String,
+    resource: String,
+    subresource: String,
+}
+
+impl std::fmt::Display for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let group = if self.group.is_empty() { "core" } else { &self.group };
+        match self.subresource.as_str() {
+            "" => write!(f, "{} {group}/{}", self.verb, self.resource),
+            sub => write!(f, "{} {group}/{}/{sub}", self.verb, self.resource),
+        }
+    }
+}
+
+/// Kubernetes' RBAC matching (`k8s.io/kubernetes/pkg/apis/rbac/v1` helpers):
+/// `*` matches any verb, group or resource, `*/sub` any resource's subresource.
+fn allows(rule: &PolicyRule, r: &Request) -> bool {
+    let has = |list: &[String], v: &str| list.iter().any(|x| x == "*" || x == v);
+    let resources = rule.resources.as_deref().unwrap_or_default();
+    let combined =
+        if r.subresource.is_empty() { r.resource.clone() } else { format!("{}/{}", r.resource, r.subresource) };
+    let resource_ok = has(resources, &combined)
+        || (!r.subresource.is_empty() && resources.iter().any(|x| *x == format!("*/{}", r.subresource)));
+    // resourceNames can never allow create, list, watch or deletecollection.
+    let names_ok = rule.resource_names.as_ref().is_none_or(Vec::is_empty);
+    has(&rule.verbs, &r.verb)
+        && has(rule.api_groups.as_deref().unwrap_or_default(), &r.group)
+        && resource_ok
+        && names_ok
+}
+
+/// Every (verb, group, resource/subresource) a rule grants, for the report.
+fn granted(rule: &PolicyRule) -> Vec<String> {
+    let mut out = Vec::new();
+    for g in rule.api_groups.as_deref().unwrap_or_default() {
+        for res in rule.resources.as_deref().unwrap_or_default() {
+            for v in &rule.verbs {
+                out.push(format!("{v} {}/{res}", if g.is_empty() { "core" } else { g }));
+            }
+        }
+    }
+    out
+}
+
+fn manifest_docs(file: &str) -> Vec<serde_json::Value> {
+    let path = format!("{}/../manifests/{file}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde_json::Value::deserialize(d).unwrap_or_else(|e| panic!("{path}: {e}")))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn of_kind<T: serde::de::DeserializeOwned>(docs: &[serde_json::Value], kind: &str) -> Vec<T> {
+    docs.iter()
+        .filter(|d| d["kind"] == kind)
+        .map(|d| serde_json::from_value(d.clone()).unwrap_or_else(|e| panic!("a {kind} that is not valid: {e}")))
+        .collect()
+}
+
+/// The rules granted cluster-wide to the service account the controller's
+/// Deployment runs as, through the manifests' ClusterRoleBindings.
+fn controller_rules() -> Vec<PolicyRule> {
+    let deployments: Vec<Deployment> = of_kind(&manifest_docs("30-controller.yaml"), "Deployment");
+    let deployment = deployments
+        .iter()
+        .find(|d| d.metadata.name.as_deref() == Some("mpiswarm-controller"))
+        .expect("the controller Deployment in manifests/30-controller.yaml");
+    let namespace = deployment.metadata.namespace.clone().expect("the Deployment's namespace");
+    let account = deployment
+        .spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|p| p.service_account_name.clone())
+        .expect("the Deployment names its serviceAccountName");
+
+    let rbac = manifest_docs("20-rbac.yaml");
+    let roles: Vec<ClusterRole> = of_kind(&rbac, "ClusterRole");
+    let bindings: Vec<ClusterRoleBinding> = of_kind(&rbac, "ClusterRoleBinding");
+    let accounts = rbac.iter().filter(|d| d["kind"] == "ServiceAccount");
+    assert!(
+        accounts
+            .into_iter()
+            .any(|a| a["metadata"]["name"] == account.as_str() && a["metadata"]["namespace"] == namespace.as_str()),
+        "manifests/20-rbac.yaml has no ServiceAccount {namespace}/{account}, which the Deployment runs as"
+    );
+    let mut rules = Vec::new();
+    for b in bindings.iter().filter(|b| {
+        b.subjects.as_deref().unwrap_or_default().iter().any(|s| {
+            s.kind == "ServiceAccount" && s.name == account && s.namespace.as_deref() == Some(namespace.as_str())
+        })
+    }) {
+        assert_eq!(b.role_ref.kind, "ClusterRole", "binding {:?}", b.metadata.name);
+        let role = roles
+            .iter()
+            .find(|r| r.metadata.name.as_deref() == Some(b.role_ref.name.as_str()))
+            .unwrap_or_else(|| panic!("binding {:?} names a ClusterRole that is not there", b.metadata.name));
+        rules.extend(role.rules.clone().unwrap_or_default());
+    }
+    assert!(!rules.is_empty(), "no ClusterRoleBinding grants anything to {namespace}/{account}");
+    rules
+}
+
+/// What Kubernetes authorizes besides the verbs in the log (see the module
+/// doc): `create` for a patch or update that created its object, and
+/// `update` of `<owner>/finalizers` for every blocking ownerReference on an
+/// object the controller wrote.
+async fn implied(
+    client: &kube::Client,
+    used: &BTreeSet<Request>,
+    created_by_write: &BTreeSet<Request>,
+) -> BTreeSet<Request> {
+    let mut out: BTreeSet<Request> =
+        created_by_write.iter().map(|r| Request { verb: "create".into(), ..r.clone() }).collect();
+    let discovery = Discovery::new(client.clone()).run().await.expect("API discovery");
+    let written: BTreeSet<(&str, &str)> = used
+        .iter()
+        .filter(|r| matches!(r.verb.as_str(), "create" | "patch" | "update") && r.subresource.is_empty())
+        .map(|r| (r.group.as_str(), r.resource.as_str()))
+        .collect();
+    for (group, resource) in written {
+        let (ar, _) = discovery
+            .get(group)
+            .and_then(|g| g.recommended_resources().into_iter().find(|(ar, _)| ar.plural == resource))
+            .unwrap_or_else(|| panic!("discovery has no {group}/{resource}"));
+        let objects = Api::<DynamicObject>::all_with(client.clone(), &ar).list(&ListParams::default()).await;
+        for o in objects.expect("listing what the controller wrote").items {
+            let by_controller = o
+                .metadata
+                .managed_fields
+                .iter()
+                .flatten()
+                .any(|m| m.manager.as_deref() == Some(mpiswarm_controller::context::FIELD_MANAGER));
+            for owner in o.metadata.owner_references.iter().flatten().filter(|_| by_controller) {
+                if owner.block_owner_deletion != Some(true) {
+                    continue;
+                }
+                let (group, version) = owner.api_version.split_once('/').unwrap_or(("", &owner.api_version));
+                let gvk = kube::core::GroupVersionKind::gvk(group, version, &owner.kind);
+                let (owner_ar, _) =
+                    discovery.resolve_gvk(&gvk).unwrap_or_else(|| panic!("discovery has no kind {gvk:?}"));
+                out.insert(Request {
+                    verb: "update".into(),
+                    group: owner_ar.group,
+                    resource: owner_ar.plural,
+                    subresource: "finalizers".into(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Paths every authenticated user may read on any cluster (the default
+/// `system:discovery` and `system:public-info-viewer` roles).
+fn discovery_path(uri: &str) -> bool {
+    let path = uri.split('?').next().unwrap_or_default();
+    matches!(path, "/api" | "/apis" | "/version" | "/healthz" | "/livez" | "/readyz" | "/openapi/v2")
+        || path.starts_with("/api/")
+        || path.starts_with("/apis/")
+        || path.starts_with("/openapi/")
+}
+
+fn two_nodes() -> Vec<AgentSpec> {
+    vec![AgentSpec::new("node1").cpus(2.0).mem(4096.0), AgentSpec::new("node2").cpus(2.0).mem(4096.0)]
+}
+
+/// Jobs through the lifecycle paths the controller has, driven with kubectl.
+async fn lifecycle(s: &mut Stack) {
+    let ttl = job_yaml("short-lived", 2, 0.5, &program("sleep 1"), "  runPolicy: {ttlSecondsAfterFinished: 1}\n");
+    let failing = job_yaml("failing", 2, 0.5, &program("false"), "  runPolicy: {backoffLimit: 1}\n");
+    let invalid = job_yaml("bad-flags", 2, 0.5, &program("true"), "  mpi: {mpirunArgs: [\"-np\", \"8\"]}\n");
+    let long = job_yaml("long", 2, 0.5, &program("sleep 600"), "");
+    s.kubectl_ok(&["apply", "-f", "-"], Some(&[ttl, failing, invalid, long].join("---\n")));
+    s.until_phase("bad-flags", Phase::Failed).await;
+    let failed = s.until_phase("failing", Phase::Failed).await;
+    assert_eq!(failed.status.map(|st| st.restarts), Some(1), "the failing job was restarted once");
+    s.until_gone("short-lived").await;
+    s.until_phase("long", Phase::Running).await;
+
+    // A controller restart: the new one takes the Lease over and adopts the running gang.
+    let first = s.controller.take().expect("the stack's controller");
+    first.stop();
+    first.wait().await.expect("the first controller stops cleanly");
+    let second = mpiswarm_controller::start(
+        controller_client(&s.api.kubeconfig).await,
+        options(&s.offers.url(), settings(&s.round_log), "test-controller-2"),
+    )
+    .await
+    .expect("the second controller starts");
+    s.controller = Some(second);
+    // A new job proves the second controller leads; then the running one is deleted.
+    s.kubectl_ok(&["apply", "-f", "-"], Some(&job_yaml("after-restart", 1, 0.5, &program("true"), "")));
+    s.until_phase("after-restart", Phase::Succeeded).await;
+    s.kubectl_ok(&["delete", "mpijob", "long", "--wait=false"], None);
+    s.until_gone("long").await;
+    s.agents.wait_for_running(|running| running.is_empty()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_cluster_role_covers_every_request_the_controller_makes_through_a_job_lifecycle() {
+    let rules = controller_rules();
+    let mut s = Stack::start(two_nodes()).await;
+    lifecycle(&mut s).await;
+
+    let events = s.audit_events().await;
+    let controller: Vec<&Event> = events.iter().filter(|e| e.user_agent == mpiswarm_controller::USER_AGENT).collect();
+    let others: BTreeSet<&str> = events.iter().map(|e| e.user_agent.as_str()).collect();
+    let used: BTreeSet<Request> = controller
+        .iter()
+        .filter_map(|e| e.object_ref.as_ref().map(|o| (e, o)))
+        .map(|(e, o)| Request {
+            verb: e.verb.clone(),
+            group: o.api_group.clone(),
+            resource: o.resource.clone(),
+            subresource: o.subresource.clone(),
+        })
+        .collect();
+    eprintln!("the controller ({}) used, over {} requests:", mpiswarm_controller::USER_AGENT, controller.len());
+    for r in &used {
+        eprintln!("  {r}");
+    }
+    eprintln!("other clients in the log: {others:?}");
+    let created_by_write: BTreeSet<Request> = controller
+        .iter()
+        .filter(|e| matches!(e.verb.as_str(), "patch" | "update") && e.response_status.code == 201)
+        .filter_map(|e| e.object_ref.as_ref())
+        .map(|o| Request {
+            verb: String::new(),
+            group: o.api_group.clone(),
+            resource: o.resource.clone(),
+            subresource: o.subresource.clone(),
+        })
+        .collect();
+    let implied = implied(&s.client, &used, &created_by_write).await;
+    eprintln!("implied by those requests:");
+    for r in &implied {
+        eprintln!("  {r}");
+    }
+    let used: BTreeSet<Request> = used.into_iter().chain(implied).collect();
+    let non_resource: BTreeSet<String> =
+        controller.iter().filter(|e| e.object_ref.is_none()).map(|e| format!("{} {}", e.verb, e.request_uri)).collect();
+
+    // The log must have seen the lifecycle, or the check below proves nothing.
+    for expected in [
+        ("patch", "mpiswarm.io", "mpijobs", "status"),
+        ("patch", "mpiswarm.io", "mpijobs", ""),
+        ("delete", "mpiswarm.io", "mpijobs", ""),
+        ("watch", "mpiswarm.io", "mpijobs", ""),
+        ("create", "events.k8s.io", "events", ""),
+        ("create", "", "secrets", ""),
+        ("patch", "", "configmaps", ""),
+        ("get", "coordination.k8s.io", "leases", ""),
+        ("create", "", "configmaps", ""),
+    ] {
+        let r = Request {
+            verb: expected.0.into(),
+            group: expected.1.into(),
+            resource: expected.2.into(),
+            subresource: expected.3.into(),
+        };
+        assert!(used.contains(&r), "the audit log never saw the controller {r}: the lifecycle did not run");
+    }
+
+    let missing: Vec<String> =
+        used.iter().filter(|r| !rules.iter().any(|rule| allows(rule, r))).map(ToString::to_string).collect();
+    assert!(
+        missing.is_empty(),
+        "manifests/20-rbac.yaml does not allow what the controller did: {missing:#?}\n(it used {used:#?})"
+    );
+    let outside: Vec<&String> =
+        non_resource.iter().filter(|u| !discovery_path(u.split(' ').nth(1).unwrap_or(""))).collect();
+    assert!(outside.is_empty(), "the controller requested non-resource URLs no default role grants: {outside:?}");
+
+    let unexercised: Vec<String> = rules
+        .iter()
+        .flat_map(granted)
+        .filter(|g| {
+            !used.iter().any(|r| {
+                let res = if r.subresource.is_empty() {
+                    r.resource.clone()
+                } else {
+                    format!("{}/{}", r.resource, r.subresource)
+                };
+                let group = if r.group.is_empty() { "core" } else { &r.group };
+                *g == format!("{} {group}/{res}", r.verb)
+            })
+        })
+        .collect();
+    eprintln!("granted but never used in this run ({}):", unexercised.len());
+    for g in &unexercised {
+        eprintln!("  {g}");
+    }
+}
+
+#[test]
+fn the_rule_matcher_knows_wildcards_subresources_and_resource_names() {
+    let rule = |groups: &[&str], resources: &[&str], verbs: &[&str]| PolicyRule {
+        api_groups: Some(groups.iter().map(|s| s.to_string()).collect()),
+        resources: Some(resources.iter().map(|s| s.to_string()).collect()),
+        verbs: verbs.iter().map(|s| s.to_string()).collect(),
+        ..PolicyRule::default()
+    };
+    let req = |verb: &str, group: &str, resource: &str, sub: &str| Request {
+        verb: verb.into(),
+        group: group.into(),
+        resource: resource.into(),
+        subresource: sub.into(),
+    };
+    let status = req("patch", "mpiswarm.io", "mpijobs", "status");
+    assert!(allows(&rule(&["mpiswarm.io"], &["mpijobs/status"], &["patch"]), &status));
+    assert!(
+        !allows(&rule(&["mpiswarm.io"], &["mpijobs"], &["patch"]), &status),
+        "a resource does not grant its status"
+    );
+    assert!(!allows(
+        &rule(&["mpiswarm.io"], &["mpijobs/status"], &["patch"]),
+        &req("patch", "mpiswarm.io", "mpijobs", "")
+    ));
+    assert!(allows(&rule(&["*"], &["*/status"], &["*"]), &status));
+    assert!(allows(&rule(&["mpiswarm.io"], &["*"], &["patch"]), &status));
+    assert!(!allows(&rule(&[""], &["mpijobs/status"], &["patch"]), &status), "the core group is not every group");
+    assert!(!allows(&rule(&["mpiswarm.io"], &["mpijobs/status"], &["update"]), &status));
+    let mut named = rule(&[""], &["secrets"], &["create"]);
+    named.resource_names = Some(vec!["key".into()]);
+    assert!(!allows(&named, &req("create", "", "secrets", "")));
+}
