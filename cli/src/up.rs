@@ -95,7 +95,8 @@ pub async fn run(args: UpArgs) -> Result<()> {
     api_args.listen = stack::reuse_or_any(before.as_ref().and_then(|b| stack::port_of(&b.apiserver)));
     let api = mpiswarm_apiserver::start(api_args).await.context("starting the API server")?;
     say(&format!("API server on {}", api.url));
-    let client = mpiswarm_controller::client(Some(&api.kubeconfig)).await?;
+    // The controller identifies itself (User-Agent) so the API server's request log can tell its requests apart.
+    let client = mpiswarm_controller::controller_client(Some(&api.kubeconfig)).await?;
     install_crd(&client).await?;
 
     let offers_cli = offers_command(&args, &dir, before.as_ref())?;
