@@ -182,7 +182,7 @@ impl Gang<'_> {
         let mut container = ContainerInfo::docker(&self.spec.image);
         container.hostname = Some(role.hostname());
         container.network_infos =
-            vec![NetworkInfo { name: Some(names::network(&self.job.uid)), ..NetworkInfo::default() }];
+            vec![NetworkInfo { name: Some(names::network(&self.job.uid, self.generation)), ..NetworkInfo::default() }];
         container.volumes = vec![secret_file(SSH_KEY_PATH, self.ssh_private_key)];
         container.volumes.extend(self.spec.volumes.iter().map(mount));
         task.container = Some(container);

@@ -64,9 +64,18 @@ pub fn short_uid(uid: &str) -> String {
     uid.chars().filter(char::is_ascii_hexdigit).take(UID_DIGITS).collect::<String>().to_ascii_lowercase()
 }
 
-/// The attachable overlay every container of the job joins.
-pub fn network(uid: &str) -> String {
-    format!("mpiswarm-{}", short_uid(uid))
+/// The start of the name of every overlay of the job (one a gang generation).
+pub fn network_prefix(uid: &str) -> String {
+    format!("mpiswarm-{}-", short_uid(uid))
+}
+
+/// The attachable overlay every container of one gang generation joins.
+/// Each generation has its own: agents remove a network once none of their
+/// own services uses it, and a restarted gang sharing the old generation's
+/// network could find it gone between making sure it exists and creating
+/// its services on it (seen after a lost node: "network ... not found").
+pub fn network(uid: &str, generation: u32) -> String {
+    format!("{}g{generation}", network_prefix(uid))
 }
 
 /// The Mesos executor of one gang generation on one agent (LAUNCH_GROUP needs one).

@@ -20,7 +20,7 @@ fn example(name: &str) -> String {
 }
 
 async fn until_clean(uid: &str) {
-    let network = mpiswarm_controller::names::network(uid);
+    let network = mpiswarm_controller::names::network_prefix(uid);
     let deadline = tokio::time::Instant::now() + DEADLINE;
     loop {
         let left = swarm_leftovers(uid, &network);

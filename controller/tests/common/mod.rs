@@ -337,7 +337,7 @@ pub fn require_image(image: &str) {
 
 /// Swarm objects left by a job or an agent: services and networks of the job,
 /// secrets and configs of the agent.
-pub fn swarm_leftovers(job_uid: &str, network: &str) -> Vec<String> {
+pub fn swarm_leftovers(job_uid: &str, network_prefix: &str) -> Vec<String> {
     let lines = |args: &[&str]| -> Vec<String> {
         let mut cmd = Command::new("docker");
         cmd.args(args);
@@ -348,7 +348,7 @@ pub fn swarm_leftovers(job_uid: &str, network: &str) -> Vec<String> {
     let label = format!("label=mpiswarm.io/job-uid={job_uid}");
     left.extend(lines(&["service", "ls", "-q", "--filter", &label]).into_iter().map(|s| format!("service {s}")));
     left.extend(
-        lines(&["network", "ls", "-q", "--filter", &format!("name=^{network}$")])
+        lines(&["network", "ls", "-q", "--filter", &format!("name=^{network_prefix}")])
             .into_iter()
             .map(|n| format!("network {n}")),
     );
