@@ -369,7 +369,7 @@ mod tests {
         assert!(line.ends_with(" /usr/local/bin/pi 1000"), "{line}");
         assert_eq!(cmd.uris.len(), 2);
         let c = launcher.container.as_ref().unwrap();
-        assert_eq!(c.network_infos[0].name.as_deref(), Some("mpiswarm-0c5e7a1b93f2"));
+        assert_eq!(c.network_infos[0].name.as_deref(), Some("mpiswarm-0c5e7a1b93f2-g2"));
         assert_eq!(c.volumes[0].container_path, SSH_KEY_PATH);
         let cpus: f64 = launcher.resources.iter().filter(|r| r.name == "cpus").filter_map(|r| r.scalar_value()).sum();
         assert!((cpus - 0.1).abs() < 1e-9);

@@ -164,7 +164,7 @@ mod tests {
 
     #[test]
     fn names_are_short_and_stable() {
-        assert_eq!(network(UID), "mpiswarm-0c5e7a1b93f2");
+        assert_eq!(network(UID, 2), "mpiswarm-0c5e7a1b93f2-g2");
         assert_eq!(ssh_secret("pi", UID), "pi-ssh-0c5e7a1b93f2");
         assert!(ssh_secret(&"x".repeat(300), UID).len() <= 253);
     }

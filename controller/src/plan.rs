@@ -314,7 +314,20 @@ fn gang_step(b: &mut Builder<'_>, g: &GangBook, generation: u32) {
             let msg = format!("all {ranks} ranks run on {}", nodes.join(", "));
             b.st.message = Some(msg.clone());
             b.cond(C::Running, true, "GangRunning", &msg);
-            b.clear(C::Restarting, "GangRunning", &msg);
+            // The cause of the last restart stays readable in the status
+            // after the restarted gang runs (which node was lost, and why).
+            let cause =
+                b.st.condition(C::Restarting)
+                    .filter(|c| c.status == "True")
+                    .map(|c| (c.reason.clone(), c.message.clone()));
+            if let Some((reason, message)) = cause {
+                let restarts = b.st.restarts;
+                b.clear(
+                    C::Restarting,
+                    "GangRunning",
+                    &format!("{msg}; restart {restarts} was for {reason}: {message}"),
+                );
+            }
         }
         Health::Succeeded => {
             if let Some(l) = b.st.launcher.as_mut() {
@@ -568,6 +581,17 @@ mod tests {
         assert!(matches!((forget, enqueue), (Some(f), Some(e)) if f < e), "forget, then queue: {actions:?}");
         row.gang = None;
         assert!(row.plan().actions.contains(&Action::Enqueue { generation: 1 }));
+
+        // The restarted gang runs: Restarting goes False and still says why
+        // the restart happened, naming the lost node.
+        let mut running = gang(Stage::Launched, 1);
+        set(&mut running, |_| true, TaskState::Running, None);
+        row.gang = Some(&running);
+        let p = row.settle();
+        assert_eq!(phase(&p), Phase::Running);
+        let c = p.status.condition(C::Restarting).unwrap();
+        assert_eq!(c.status, "False");
+        assert!(c.message.contains("NodeLost") && c.message.contains("n2"), "the cause stays: {}", c.message);
 
         // The second loss is one too many.
         let mut g1 = gang(Stage::Launched, 1);

@@ -404,8 +404,14 @@ pub fn node_lost_restarts_gang(cluster: &Cluster) {
         st.placement()
     );
     every_rank_ran(cluster, &job.name);
-    let notes = event_notes(cluster, &job.name, "NodeLost");
-    assert!(notes.iter().any(|n| n.contains(&node.hostname)), "an Event names {}: {notes:?}", node.hostname);
+    // The controller's Event for a gang restart is `Restarting`, its note
+    // the cause: "NodeLost: ... node node3 was lost ...".
+    let notes = event_notes(cluster, &job.name, "Restarting");
+    assert!(
+        notes.iter().any(|n| n.starts_with("NodeLost") && n.contains(&node.hostname)),
+        "a Restarting Event says NodeLost and names {}: {notes:?}",
+        node.hostname
+    );
     assert!(conditions_text(st).contains(&node.hostname), "the status names {}: {}", node.hostname, st.0["status"]);
     drop(revive);
     cluster.delete_jobs(&[&job.name]);
