@@ -158,6 +158,11 @@ impl GangBook {
             let state = t.state.unwrap_or(TaskState::Failed);
             return Health::Failed(failure_of(t, state, t.role == TaskRole::Launcher, self.maybe_never_launched));
         }
+        // A lost node is the cause even when mpirun, losing its ranks there,
+        // exited first or at the same moment: its exit code only echoes it.
+        if let Some((t, state)) = self.tasks.values().find_map(|t| t.state.filter(|s| s.is_lost()).map(|s| (t, s))) {
+            return Health::Failed(failure_of(t, state, t.role == TaskRole::Launcher, self.maybe_never_launched));
+        }
         // The launcher's end decides the job, as mpirun's exit does.
         if let Some(l) = self.launcher()
             && let Some(state) = l.state.filter(|s| s.is_terminal())
@@ -220,7 +225,7 @@ impl TaskBook {
 fn failure_of(t: &TaskBook, state: TaskState, launcher: bool, maybe_never_launched: bool) -> Failure {
     let who = if launcher { "launcher".to_owned() } else { format!("{} on {}", t.role, t.hostname) };
     let detail = t.message.clone().unwrap_or_default();
-    let lost = matches!(state, TaskState::Lost | TaskState::Gone | TaskState::Unreachable | TaskState::GoneByOperator);
+    let lost = state.is_lost();
     let (reason, counts, message) = match (state, t.reason) {
         // The offer was gone before the launch: not the job's fault, try again.
         (_, Some(Reason::ReasonInvalidOffers)) => {
@@ -323,6 +328,17 @@ mod tests {
         g.record(&status(&g, TaskRole::Worker(1), TaskState::Lost));
         let Health::Failed(f) = g.health(101, 60) else { panic!() };
         assert_eq!(f.reason, "NodeLost");
+        assert_eq!(f.lost_node.as_deref(), Some(g.placement.nodes[1].hostname.as_str()));
+
+        // mpirun exits 255 as its ranks on the lost node vanish: the node is the cause.
+        let mut g = gang();
+        all(&mut g, TaskState::Running);
+        let mut s = status(&g, TaskRole::Launcher, TaskState::Failed);
+        s.labels = Some(Labels::from_pairs([("mpiswarm.io/exit-code", "255")]));
+        g.record(&s);
+        g.record(&status(&g, TaskRole::Worker(1), TaskState::Lost));
+        let Health::Failed(f) = g.health(101, 60) else { panic!() };
+        assert_eq!(f.reason, "NodeLost", "{}", f.message);
         assert_eq!(f.lost_node.as_deref(), Some(g.placement.nodes[1].hostname.as_str()));
     }
 

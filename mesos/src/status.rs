@@ -39,6 +39,11 @@ pub enum TaskState {
 }
 
 impl TaskState {
+    /// The task's node is gone or cannot be reached (Mesos' LOST family).
+    pub fn is_lost(self) -> bool {
+        matches!(self, Self::Lost | Self::Gone | Self::Unreachable | Self::GoneByOperator)
+    }
+
     /// Terminal states: the task holds no resources any more. LOST is
     /// terminal in Mesos (a lost task can only come back as a new one).
     pub fn is_terminal(self) -> bool {
