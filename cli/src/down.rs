@@ -48,8 +48,11 @@ pub fn run(args: DownArgs) -> Result<()> {
     }
     // The agent of `up` on this engine labels every object with the id it
     // keeps in DATA/agent; without one it never registered, so made nothing.
-    let Ok(agent_id) = std::fs::read_to_string(dir.join("agent").join("agent_id")) else { return Ok(()) };
-    let owned = format!("label={}", mpiswarm_agent::labels::owned_by(agent_id.trim()));
+    // The agent's store is the one home of where that id is kept.
+    let agent_dir = dir.join("agent");
+    let stored = agent_dir.is_dir().then(|| mpiswarm_agent::store::Store::open(&agent_dir).ok()).flatten();
+    let Some(agent_id) = stored.and_then(|s| s.agent_id().ok().flatten()) else { return Ok(()) };
+    let owned = format!("label={}", mpiswarm_agent::labels::owned_by(&agent_id.value));
     for (kind, ls) in [("service", "ls"), ("network", "ls"), ("secret", "ls"), ("config", "ls")] {
         let out = Command::new("docker")
             .args([kind, ls, "-q", "--filter", &owned])
