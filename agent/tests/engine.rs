@@ -1,7 +1,7 @@
 //! The agent against the machine's real Docker engine in swarm mode: tasks
 //! become services pinned to this node, their states come back as Mesos
 //! statuses, and nothing the agent created outlives its task. These tests
-//! drive the agent directly; `offer_layer.rs` drives it over the agent API.
+//! drive the agent directly; `e2e/tests/agent_process.rs` drives it as a process over the agent API.
 
 mod support;
 

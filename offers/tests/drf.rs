@@ -1,6 +1,6 @@
 //! Dominant Resource Fairness end to end: the classic example of the DRF
-//! paper over real HTTP, and role weights in the allocator and in the
-//! `mpiswarm-offers --weights` binary.
+//! paper over real HTTP, and role weights in the allocator and from the
+//! `--weights` flag of `mpiswarm offers`.
 
 mod common;
 
@@ -56,11 +56,9 @@ async fn the_classic_example_converges_to_three_tasks_for_a_and_two_for_b() {
 }
 
 #[tokio::test]
-async fn the_binary_with_weights_mpi_2_batch_1_reports_them_and_splits_a_node_eight_to_four() {
-    let dir = tempfile::tempdir().unwrap();
-    let master = common::spawn_binary(dir.path(), &["--weights", "mpi=2,batch=1"]);
+async fn the_flag_weights_mpi_2_batch_1_is_reported_and_splits_a_node_eight_to_four() {
+    let master = Cluster::from_flags(&["--weights", "mpi=2,batch=1"]).await;
     let url = master.url();
-    common::healthy(&url).await;
     let mut m = common::Framework::subscribe(&url, FrameworkInfo::new("root", "m", &["mpi"])).await;
     let mut b = common::Framework::subscribe(&url, FrameworkInfo::new("root", "b", &["batch"])).await;
     // One agent: each offer is all of its free resources, so every task goes

@@ -218,13 +218,11 @@ async fn an_update_posted_twice_reaches_the_framework_once() {
 }
 
 #[tokio::test]
-async fn a_test_agent_registers_with_the_binary_and_its_resources_are_offered() {
-    // The test agent is no part of the binary: it runs in this process and
-    // registers with the real `mpiswarm-offers` process over HTTP.
-    let dir = tempfile::tempdir().unwrap();
-    let master = common::spawn_binary(dir.path(), &[]);
+async fn a_test_agent_registers_over_http_and_its_resources_are_offered() {
+    // The test agent is no part of the offer layer: it registers with it
+    // over HTTP, as an agent process would.
+    let master = common::Cluster::from_flags(&[]).await;
     let url = master.url();
-    common::healthy(&url).await;
     let resources = "cpus:3;mem:1024".parse::<mpiswarm_mesos::quantities::Quantities>().unwrap().to_resources(None);
     let mut agent = mpiswarm_testkit::TestAgent::start(&url, "demo", resources);
     tokio::time::timeout(common::DEADLINE, agent.subscribed(1)).await.expect("the agent subscribed in time");

@@ -6,6 +6,8 @@
 //! - [`pki`]: [`TestPki`], a throwaway CA, server certificate and credentials as files;
 //! - [`http`]: one plain-HTTP GET to a component on loopback (no client crate, no curl);
 //! - [`books`]: the tasks an agent holds and how events move them;
+//! - [`scheduler`]: the framework side: a subscribed [`scheduler::Framework`]
+//!   and waits for its events, each under one overall deadline;
 //! - [`program`]: how a test agent ends a task by its command's last words
 //!   (`true`, `false`, `exit N`, `sleep N`, or never), and the
 //!   [`program::FAIL_LAUNCH_LABEL`] that makes a launch fail on purpose.
@@ -40,6 +42,7 @@ pub mod http;
 pub mod pki;
 pub mod process;
 pub mod program;
+pub mod scheduler;
 pub mod spec;
 
 pub use agent::{DEADLINE, TestAgent, TestAgents};

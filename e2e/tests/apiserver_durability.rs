@@ -1,5 +1,6 @@
-//! Durability: 8 concurrent clients write 1,000 times to a server PROCESS that
-//! is killed with SIGKILL at a random moment, then restarted on the same data
+//! Durability of the API server as a process (`mpiswarm apiserver`): 8
+//! concurrent clients write 1,000 times to it; it is killed with SIGKILL at a
+//! random moment, then restarted on the same data
 //! directory. Every acknowledged write must be there, resourceVersions must
 //! not go backwards, and a watch resumed from the last RV seen before the
 //! crash must deliver every later change exactly once.
@@ -23,10 +24,10 @@ struct Proc {
     http: reqwest::Client,
 }
 
-/// Start the server binary and read its URL from the line it prints.
+/// Start `mpiswarm apiserver` and read its URL from the line it prints.
 async fn spawn(dir: &Path) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mpiswarm-apiserver"))
-        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+    let mut child = Command::new(mpiswarm_e2e::binary::mpiswarm())
+        .args(["apiserver", "--listen", "127.0.0.1:0", "--data-dir"])
         .arg(dir)
         .stderr(Stdio::piped())
         .stdout(Stdio::null())

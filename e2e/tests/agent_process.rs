@@ -1,7 +1,10 @@
-//! Acceptance of the agent as a process: the real `mpiswarm-agent` binary on
+//! Acceptance of the agent as a process: `mpiswarm agent` on
 //! the machine's Docker engine, registered with the real offer layer (run
 //! in-process), driven by a Mesos framework over the v1 scheduler API.
 
+// The agent's own test support (one home: agent/tests/support), which
+// these tests of the agent as a process share with its in-process tests.
+#[path = "../../agent/tests/support/mod.rs"]
 mod support;
 
 use std::path::Path;
@@ -70,8 +73,18 @@ impl AgentProcess {
 
 fn start_child(master: &str, listen: &str, data_dir: &Path) -> Child {
     let log = std::fs::OpenOptions::new().create(true).append(true).open(data_dir.join("agent.log")).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_mpiswarm-agent"))
-        .args(["--master", master, "--listen", listen, "--attributes", "rack=r1,zone=a", "--resync-seconds", "0.5"])
+    Command::new(mpiswarm_e2e::binary::mpiswarm())
+        .args([
+            "agent",
+            "--master",
+            master,
+            "--listen",
+            listen,
+            "--attributes",
+            "rack=r1,zone=a",
+            "--resync-seconds",
+            "0.5",
+        ])
         .arg("--data-dir")
         .arg(data_dir)
         .env("MPISWARM_LOG", "mpiswarm_agent=debug")
@@ -79,7 +92,7 @@ fn start_child(master: &str, listen: &str, data_dir: &Path) -> Child {
         // The log sits next to the agent's state, for post-mortems.
         .stderr(log)
         .spawn()
-        .expect("the mpiswarm-agent binary runs")
+        .expect("mpiswarm agent runs")
 }
 
 impl Drop for AgentProcess {
@@ -574,8 +587,8 @@ fn bad_flags_stop_the_agent_with_a_message_naming_the_value() {
         ("--resync-seconds", "0", "--resync-seconds must be a positive number of seconds, got 0"),
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_mpiswarm-agent"))
-            .args(["--master", "http://127.0.0.1:9", "--listen", "127.0.0.1:0", flag, value])
+        let out = Command::new(mpiswarm_e2e::binary::mpiswarm())
+            .args(["agent", "--master", "http://127.0.0.1:9", "--listen", "127.0.0.1:0", flag, value])
             .arg("--data-dir")
             .arg(dir.path())
             .output()

@@ -1,12 +1,12 @@
 //! Do reads wait behind writes? Get and list latency (p50, p99) of a server
 //! process while 8 clients write, against the same reads when it is idle.
-//! Several server binaries (e.g. two revisions, built by
-//! `apiserver/benches/compare.sh`) are measured in turn, round after round,
+//! Several `mpiswarm` binaries (e.g. two revisions, built by
+//! `cli/benches/compare-apiserver.sh`), each run as `mpiswarm apiserver`, are measured in turn, round after round,
 //! so that both see the same machine load; each round starts a fresh server.
 //!
 //! `MPISWARM_BENCH_SERVERS=base=/path/a,head=/path/b cargo bench -p
-//! mpiswarm-apiserver --bench reads_under_writes` (without the variable it
-//! measures this revision's own `mpiswarm-apiserver`). `MPISWARM_BENCH_ROUNDS`
+//! mpiswarm --bench reads_under_writes` (without the variable it measures
+//! this revision's own `mpiswarm apiserver`). `MPISWARM_BENCH_ROUNDS`
 //! (default 3) and `MPISWARM_BENCH_SECONDS` (per phase, default 5) size it.
 
 use std::path::Path;
@@ -52,7 +52,7 @@ impl Drop for Server {
 async fn start(binary: &str) -> Server {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut child = Command::new(binary)
-        .args(["--listen", "127.0.0.1:0", "--insecure-http", "--data-dir"])
+        .args(["apiserver", "--listen", "127.0.0.1:0", "--insecure-http", "--data-dir"])
         .arg(dir.path())
         .stderr(Stdio::piped())
         .stdout(Stdio::null())
@@ -192,7 +192,7 @@ fn main() {
         Ok(list) => {
             list.split(',').filter_map(|p| p.split_once('=')).map(|(n, b)| (n.to_string(), b.to_string())).collect()
         }
-        Err(_) => vec![("this".into(), env!("CARGO_BIN_EXE_mpiswarm-apiserver").into())],
+        Err(_) => vec![("this".into(), env!("CARGO_BIN_EXE_mpiswarm").into())],
     };
     let rounds = env_number("MPISWARM_BENCH_ROUNDS", 3);
     let secs = env_number("MPISWARM_BENCH_SECONDS", 5);

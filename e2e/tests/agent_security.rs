@@ -1,10 +1,13 @@
-//! The agent binary off loopback: it sends its principal and secret (here
+//! The agent as a process (`mpiswarm agent`) off loopback: it sends its principal and secret (here
 //! from environment variables, as a Swarm stack sets them) on SUBSCRIBE and
 //! UPDATE to a TLS offer layer that requires them, trusting the CA it was
 //! given, and runs a task in the rank image; without credentials it is
 //! refused with 401 and never registers; beyond loopback it does not start
 //! without TLS and credentials; with a certificate it serves HTTPS.
 
+// The agent's own test support (one home: agent/tests/support), which
+// these tests of the agent as a process share with its in-process tests.
+#[path = "../../agent/tests/support/mod.rs"]
 mod support;
 
 use std::path::Path;
@@ -70,8 +73,9 @@ impl AgentProcess {
         let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let listen = free.local_addr().unwrap().to_string();
         drop(free);
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpiswarm-agent"));
-        cmd.env("MPISWARM_MASTER", master)
+        let mut cmd = Command::new(mpiswarm_e2e::binary::mpiswarm());
+        cmd.arg("agent")
+            .env("MPISWARM_MASTER", master)
             .env("MPISWARM_AGENT_LISTEN", &listen)
             .env("MPISWARM_AGENT_DATA_DIR", data_dir.path())
             .env("MPISWARM_AGENT_RESYNC_SECONDS", "0.5")
@@ -79,7 +83,7 @@ impl AgentProcess {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let child = cmd.stdout(Stdio::null()).stderr(file).spawn().expect("the mpiswarm-agent binary runs");
+        let child = cmd.stdout(Stdio::null()).stderr(file).spawn().expect("mpiswarm agent runs");
         Self { child, listen, log, _data_dir: data_dir }
     }
 
@@ -200,8 +204,8 @@ async fn with_credentials_from_the_environment_the_agent_registers_over_tls_and_
 #[test]
 fn beyond_loopback_the_agent_does_not_start_without_tls_and_credentials() {
     let pki = TestPki::new();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpiswarm-agent"));
-    cmd.args(["--listen", "0.0.0.0:0", "--master", "http://127.0.0.1:9"]);
+    let mut cmd = Command::new(mpiswarm_e2e::binary::mpiswarm());
+    cmd.args(["agent", "--listen", "0.0.0.0:0", "--master", "http://127.0.0.1:9"]);
     let out = output_within(cmd, None, DEADLINE);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
@@ -209,15 +213,15 @@ fn beyond_loopback_the_agent_does_not_start_without_tls_and_credentials() {
     assert!(err.contains("--tls-cert") && err.contains("--secret-file") && err.contains("--credential"), "{err}");
 
     let secret = pki.secret_file("s", "x");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpiswarm-agent"));
-    cmd.args(["--listen", "0.0.0.0:0", "--master", "http://127.0.0.1:9", "--principal", "p", "--secret-file"])
+    let mut cmd = Command::new(mpiswarm_e2e::binary::mpiswarm());
+    cmd.args(["agent", "--listen", "0.0.0.0:0", "--master", "http://127.0.0.1:9", "--principal", "p", "--secret-file"])
         .arg(&secret);
     let out = output_within(cmd, None, DEADLINE);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("without TLS:"), "{err}");
 
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpiswarm-agent"));
-    cmd.args(["--principal", "p"]);
+    let mut cmd = Command::new(mpiswarm_e2e::binary::mpiswarm());
+    cmd.args(["agent", "--principal", "p"]);
     let out = output_within(cmd, None, DEADLINE);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("a principal was given without a secret file"), "{err}");

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Reads under writes, two revisions side by side: builds each revision's
-# mpiswarm-apiserver (release) in its own git worktree, then runs
-# benches/reads_under_writes.rs from this checkout against both binaries,
+# mpiswarm binary (release) in its own git worktree, then runs
+# cli/benches/reads_under_writes.rs from this checkout against both binaries
+# (each as `mpiswarm apiserver`),
 # round by round (base, head, base, head, ...), so both see the same machine.
 #
-#   apiserver/benches/compare.sh BASE [HEAD]      # HEAD defaults to HEAD
+#   cli/benches/compare-apiserver.sh BASE [HEAD]      # HEAD defaults to HEAD
 #
 # MPISWARM_BENCH_ROUNDS and MPISWARM_BENCH_SECONDS size the run (see the
 # bench's header). CARGO_TARGET_DIR is shared by both builds if set (only the
-# apiserver crate differs between them); the binaries are copied out after
+# crates that changed are rebuilt); the binaries are copied out after
 # each build. The worktrees are removed on exit.
 set -euo pipefail
 base=${1:?usage: $0 BASE_REVISION [HEAD_REVISION]}
@@ -28,10 +29,10 @@ for side in base head; do
     [ "$side" = head ] && rev=$head
     short=$(git -C "$repo" rev-parse --short "$rev")
     git -C "$repo" worktree add --detach "$work/$side" "$rev" >/dev/null
-    (cd "$work/$side" && CARGO_TARGET_DIR="$target" cargo build --release --locked -p mpiswarm-apiserver --bin mpiswarm-apiserver)
-    cp "$target/release/mpiswarm-apiserver" "$work/$side.bin"
+    (cd "$work/$side" && CARGO_TARGET_DIR="$target" cargo build --release --locked -p mpiswarm --bin mpiswarm)
+    cp "$target/release/mpiswarm" "$work/$side.bin"
     servers="$servers${servers:+,}$side $short=$work/$side.bin"
 done
 cd "$repo"
 MPISWARM_BENCH_SERVERS="$servers" CARGO_TARGET_DIR="$target" \
-    cargo bench --locked -p mpiswarm-apiserver --bench reads_under_writes
+    cargo bench --locked -p mpiswarm --bench reads_under_writes

@@ -1,33 +1,103 @@
-//! Master failover with a real process: `kill -9` of the offer layer while
+//! The offer layer as a process (`mpiswarm offers`), with test agents and a
+//! framework in this process. Master failover: `kill -9` of it while
 //! tasks run, a restart from the same data directory (on the address the
 //! first process was given by the system), and then nothing that was running
 //! is killed, reconciliation reports every task, and frameworks are let in
 //! at once even when a registered agent never comes back. Also: SIGTERM ends
 //! the process cleanly.
 
-mod common;
-
-use common::{healthy, spawn_binary, spawn_binary_on, task, within};
 use mpiswarm_mesos::client::{Backoff, SchedulerClient};
 use mpiswarm_mesos::scheduler::{Call, EventType, ReconcileTask};
 use mpiswarm_mesos::{AgentId, FrameworkInfo, Offer, Reason, Resource, TaskState};
+use mpiswarm_testkit::DEADLINE;
 use mpiswarm_testkit::TestAgent;
+use mpiswarm_testkit::scheduler::{Framework, healthy, task, within};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+
+/// The offer layer as a real process; killed if the test fails half-way.
+struct Master {
+    child: std::process::Child,
+    /// Where it listens, as it printed it.
+    addr: std::net::SocketAddr,
+}
+
+impl Master {
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// `kill -9`, and waits for the process to be gone.
+    fn kill_9(&mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("the killed process is reaped");
+    }
+}
+
+impl Drop for Master {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `mpiswarm offers` on a port the system picks
+/// (`127.0.0.1:0`, so no port is guessed) with `extra` flags.
+fn spawn_binary(dir: &std::path::Path, extra: &[&str]) -> Master {
+    spawn_binary_on("127.0.0.1:0", dir, extra)
+}
+
+/// Starts the binary on `listen` (a restart on the address a killed one had)
+/// and reads the address it prints. Defaults to `--agent-reregister-timeout
+/// 60` unless `extra` sets it.
+fn spawn_binary_on(listen: &str, dir: &std::path::Path, extra: &[&str]) -> Master {
+    use std::io::BufRead;
+    let mut cmd = std::process::Command::new(mpiswarm_e2e::binary::mpiswarm());
+    cmd.args(["offers", "--listen", listen, "--data-dir"]).arg(dir).args([
+        "--allocation-interval",
+        "0.05",
+        "--heartbeat-interval",
+        "0.2",
+    ]);
+    if !extra.contains(&"--agent-reregister-timeout") {
+        cmd.args(["--agent-reregister-timeout", "60"]);
+    }
+    let mut child = cmd
+        .args(extra)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("mpiswarm offers starts");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Passes the log through to the test's output, and the address on.
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            eprintln!("{line}");
+            if let Some(addr) = line.split("listening on http://").nth(1) {
+                let _ = tx.send(addr.trim().to_owned());
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(DEADLINE)
+        .unwrap_or_else(|e| panic!("mpiswarm offers printed no 'listening on' line within {DEADLINE:?}: {e}"));
+    Master { child, addr: addr.parse().expect("a socket address") }
+}
 
 fn node(url: &str, hostname: &str) -> TestAgent {
     TestAgent::start(url, hostname, vec![Resource::scalar("cpus", 4.0), Resource::scalar("mem", 4096.0)])
 }
 
 /// Subscribes `info` again after a restart, retrying while the process comes up.
-async fn resubscribe(url: &str, info: &FrameworkInfo) -> common::Framework {
+async fn resubscribe(url: &str, info: &FrameworkInfo) -> Framework {
     let client = SchedulerClient::new(url, None);
     let sub =
         within("SUBSCRIBED after the restart", client.subscribe_with_backoff(info.clone(), Backoff::default(), 200))
             .await
             .expect("subscribed");
     assert_eq!(Some(&sub.subscribed.framework_id), info.id.as_ref(), "the framework id survived");
-    common::Framework { client, subscribed: sub.subscribed, events: sub.events, info: info.clone() }
+    Framework { client, subscribed: sub.subscribed, events: sub.events, info: info.clone() }
 }
 
 #[tokio::test]
@@ -41,7 +111,7 @@ async fn kill_9_of_the_offer_layer_kills_no_task_and_reconciliation_reports_them
 
     let mut info = FrameworkInfo::new("root", "mpi", &["mpi"]);
     info.failover_timeout = Some(3600.0);
-    let mut f = common::Framework::subscribe(&url, info).await;
+    let mut f = Framework::subscribe(&url, info).await;
     let offer = f.offers().await.remove(0);
     let tasks = vec![task("r0", &offer, 1.0, 256.0, "sleep 1000"), task("r1", &offer, 1.0, 256.0, "sleep 1000")];
     f.launch(&offer, tasks).await;
@@ -79,7 +149,7 @@ async fn kill_9_of_the_offer_layer_kills_no_task_and_reconciliation_reports_them
 }
 
 /// Offers until there is one of each agent in `agents`.
-async fn offers_of(f: &mut common::Framework, agents: &[&AgentId]) -> Vec<Offer> {
+async fn offers_of(f: &mut Framework, agents: &[&AgentId]) -> Vec<Offer> {
     let mut offers: Vec<Offer> = Vec::new();
     within("an offer of each agent", async {
         while !agents.iter().all(|a| offers.iter().any(|o| o.agent_id == **a)) {
@@ -106,7 +176,7 @@ async fn after_a_restart_a_framework_is_let_in_within_5_s_although_a_registered_
     info.capabilities.push(mpiswarm_mesos::framework::Capability {
         kind: Some(mpiswarm_mesos::framework::CapabilityType::PartitionAware),
     });
-    let mut f = common::Framework::subscribe(&url, info).await;
+    let mut f = Framework::subscribe(&url, info).await;
     let offers = offers_of(&mut f, &[&stays_id, &dies_id]).await;
     f.launch(&offers[0], vec![task("on-node1", &offers[0], 1.0, 256.0, "sleep 1000")]).await;
     f.launch(&offers[1], vec![task("on-node2", &offers[1], 1.0, 256.0, "sleep 1000")]).await;
@@ -182,7 +252,7 @@ async fn sigterm_stops_the_offer_layer_cleanly() {
         if let Some(status) = master.child.try_wait().expect("the process can be waited for") {
             break status;
         }
-        assert!(started.elapsed() < common::DEADLINE, "still running {:?} after SIGTERM", common::DEADLINE);
+        assert!(started.elapsed() < DEADLINE, "still running {:?} after SIGTERM", DEADLINE);
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert!(status.success(), "a SIGTERM is a clean stop, not a failure: {status}");
