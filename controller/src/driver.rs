@@ -116,13 +116,23 @@ async fn framework_info(
     config: &DriverConfig,
     roles: &BTreeSet<String>,
 ) -> Result<FrameworkInfo, Error> {
+    let id = config.framework_ids.load().await?.map(|id| FrameworkId::new(&id));
+    Ok(described(ctx, config, roles, id))
+}
+
+/// The one home of what this framework says it is (SUBSCRIBE and
+/// UPDATE_FRAMEWORK alike): its roles, id, failover timeout, checkpointing,
+/// capabilities, and the principal it authenticates as, as Mesos frameworks
+/// declare it so the master can attribute and authorize them.
+fn described(ctx: &Context, config: &DriverConfig, roles: &BTreeSet<String>, id: Option<FrameworkId>) -> FrameworkInfo {
     let roles: Vec<&str> = roles.iter().map(String::as_str).collect();
     let mut info = FrameworkInfo::new(&config.user, &config.framework_name, &roles);
-    info.id = config.framework_ids.load().await?.map(|id| FrameworkId::new(&id));
+    info.id = id;
+    info.principal = config.credentials.as_ref().map(|(principal, _)| principal.clone());
     info.failover_timeout = Some(ctx.settings.failover_timeout);
     info.checkpoint = Some(true);
     info.capabilities.push(Capability { kind: Some(CapabilityType::TaskKillingState) });
-    Ok(info)
+    info
 }
 
 struct Session<'a> {
@@ -218,12 +228,7 @@ impl Session<'_> {
         let wanted = self.ctx.books.waiting_roles();
         if !wanted.is_subset(&self.roles) {
             self.roles.extend(wanted.iter().cloned());
-            let roles: Vec<&str> = self.roles.iter().map(String::as_str).collect();
-            let mut info = FrameworkInfo::new(&self.config.user, &self.config.framework_name, &roles);
-            info.id = Some(self.framework_id.clone());
-            info.failover_timeout = Some(self.ctx.settings.failover_timeout);
-            info.checkpoint = Some(true);
-            info.capabilities.push(Capability { kind: Some(CapabilityType::TaskKillingState) });
+            let info = described(self.ctx, self.config, &self.roles, Some(self.framework_id.clone()));
             let mut call = Call::new(CallType::UpdateFramework, Some(self.framework_id.clone()));
             call.update_framework =
                 Some(Subscribe { framework_info: info, suppressed_roles: Vec::new(), offer_constraints: None });
