@@ -51,6 +51,14 @@ pub fn observe(task: &Task, image: &str) -> Observed {
             wants_logs: true,
             ..Observed::simple(TaskState::Finished, "container exited with code 0")
         },
+        // The runtime could not start the container (Docker's exit code
+        // 128 and no output): a launch failure with Docker's own words,
+        // not a program that exited.
+        SwarmState::FAILED if err.starts_with("starting container failed") => Observed {
+            reason: Some(Reason::ReasonContainerLaunchFailed),
+            exit_code,
+            ..Observed::simple(TaskState::Failed, format!("the container did not start: {err}"))
+        },
         SwarmState::FAILED => {
             let message = match exit_code {
                 Some(code) => format!("container exited with code {code}"),
@@ -114,6 +122,22 @@ mod tests {
         assert_eq!((failed.state, failed.exit_code), (TaskState::Failed, Some(3)));
         assert!(failed.message.contains("code 3"), "{}", failed.message);
         assert!(failed.wants_logs);
+    }
+
+    #[test]
+    fn a_container_the_runtime_could_not_start_is_a_launch_failure_in_dockers_words() {
+        let err = "starting container failed: OCI runtime create failed: unable to start container process";
+        let o = observe(&task(SwarmState::FAILED, err, Some(128), 1), "img");
+        assert_eq!(
+            (o.state, o.reason, o.exit_code),
+            (TaskState::Failed, Some(Reason::ReasonContainerLaunchFailed), Some(128))
+        );
+        assert!(
+            o.message.contains("did not start") && o.message.contains("OCI runtime create failed"),
+            "{}",
+            o.message
+        );
+        assert!(!o.wants_logs, "no program ran, so its output would replace Docker's reason with nothing");
     }
 
     #[test]
