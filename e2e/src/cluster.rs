@@ -1,8 +1,9 @@
 //! [`Cluster`]: one `mpiswarm up --nodes N --node-cpus C` in a fresh temp
 //! data dir, driven from outside the way a user would: kubectl with the data
 //! dir's kubeconfig, `mpiswarm` subcommands, `docker exec` into the node
-//! containers, and Swarm's truth from the manager's engine. Dropping it
-//! stops `up` and runs `mpiswarm down`.
+//! containers, and Swarm's truth from the manager's engine. [`Cluster::down`]
+//! (or dropping it) stops `up` and runs `mpiswarm down`, which must leave no
+//! node container, volume or network of its data dir on this machine's engine.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -37,6 +38,8 @@ pub struct Cluster {
     dir: PathBuf,
     nodes: Vec<Node>,
     swarm: Swarm,
+    /// `mpiswarm down` ran (by [`Cluster::down`]); the drop has nothing left to do.
+    down: bool,
 }
 
 impl Cluster {
@@ -58,8 +61,14 @@ impl Cluster {
             .stderr(log)
             .spawn()
             .expect("mpiswarm up starts");
-        let mut cluster =
-            Cluster { up: child, _data: data, swarm: Swarm::new(PathBuf::new()), dir: dir.clone(), nodes: Vec::new() };
+        let mut cluster = Cluster {
+            up: child,
+            _data: data,
+            swarm: Swarm::new(PathBuf::new()),
+            dir: dir.clone(),
+            nodes: Vec::new(),
+            down: false,
+        };
         eprintln!("e2e: mpiswarm up --nodes {n} --node-cpus {c} {} --data-dir {}", extra.join(" "), dir.display());
         wait::until(READY_DEADLINE, "mpiswarm up is ready (stack.json)", || {
             if let Ok(Some(status)) = cluster.up.try_wait() {
@@ -75,8 +84,7 @@ impl Cluster {
 
     /// The node containers of this data dir, by label, with their hostnames, sorted.
     fn find_nodes(&self) -> Vec<Node> {
-        let label = format!("label={DATA_DIR_LABEL}={}", self.dir.display());
-        let names = self.docker(&["ps", "--filter", &label, "--format", "{{.Names}}"]);
+        let names = self.docker(&["ps", "--filter", &self.label_filter(), "--format", "{{.Names}}"]);
         let mut nodes: Vec<Node> = names
             .split_whitespace()
             .map(|container| Node {
@@ -86,6 +94,21 @@ impl Cluster {
             .collect();
         nodes.sort_by(|a, b| a.hostname.cmp(&b.hostname));
         nodes
+    }
+
+    /// `docker ... --filter` of what `up --nodes` made for this data dir:
+    /// the node containers, their volumes and their network.
+    fn label_filter(&self) -> String {
+        format!("label={DATA_DIR_LABEL}={}", self.dir.display())
+    }
+
+    /// The address of this machine on the nodes' network (its bridge's
+    /// gateway): where a component run on this machine listens for the nodes.
+    pub fn gateway(&self) -> String {
+        let network = self.docker(&["network", "ls", "-q", "--filter", &self.label_filter()]);
+        let gateway = self.docker(&["network", "inspect", "-f", "{{(index .IPAM.Config 0).Gateway}}", network.trim()]);
+        assert!(!gateway.trim().is_empty(), "the nodes' network {network:?} of {} has no gateway", self.dir.display());
+        gateway.trim().to_owned()
     }
 
     /// The host path of a node engine's socket: the node image serves a
@@ -181,9 +204,15 @@ impl Cluster {
 
     /// `mpiswarm ARGS --data-dir DATA`.
     pub fn mpiswarm(&self, args: &[&str]) -> Output {
+        self.mpiswarm_within(args, COMMAND_DEADLINE)
+    }
+
+    /// [`Cluster::mpiswarm`] for a command that may take longer than
+    /// [`COMMAND_DEADLINE`], e.g. `mpiswarm run` of a long job.
+    pub fn mpiswarm_within(&self, args: &[&str], deadline: Duration) -> Output {
         let mut cmd = Command::new(crate::binary::mpiswarm());
         cmd.args(args).arg("--data-dir").arg(&self.dir).current_dir(crate::repo());
-        mpiswarm_testkit::output_within(cmd, None, COMMAND_DEADLINE)
+        mpiswarm_testkit::output_within(cmd, None, deadline)
     }
 
     /// `docker ARGS` on this machine's engine; its stdout, whatever the exit.
@@ -195,9 +224,18 @@ impl Cluster {
 
     /// `docker exec CONTAINER ARGS` in a node container (its own engine is `docker` there).
     pub fn exec(&self, node: &Node, args: &[&str]) -> Output {
+        self.exec_with(node, &[], args, None)
+    }
+
+    /// `docker exec -i [ENV as -e] CONTAINER ARGS` with `stdin` if given.
+    pub fn exec_with(&self, node: &Node, env: &[&str], args: &[&str], stdin: Option<&str>) -> Output {
         let mut cmd = Command::new("docker");
-        cmd.args(["exec", &node.container]).args(args);
-        mpiswarm_testkit::output_within(cmd, None, COMMAND_DEADLINE)
+        cmd.args(["exec", "-i"]);
+        for e in env {
+            cmd.args(["-e", e]);
+        }
+        cmd.arg(&node.container).args(args);
+        mpiswarm_testkit::output_within(cmd, stdin, COMMAND_DEADLINE)
     }
 
     /// `docker ARGS` against a node's engine (inside its container), which must succeed; its stdout.
@@ -216,8 +254,10 @@ impl Cluster {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// SIGTERM to `up` (it stops its components), then reaped; SIGKILL if it lingers.
-    fn stop_up(&mut self) {
+    /// SIGTERM to `up` (it stops its components), then reaped; SIGKILL if it
+    /// lingers. The node containers stay, with their swarm, until `down`:
+    /// a test may run components of its own for them.
+    pub fn stop_up(&mut self) {
         if self.up.try_wait().ok().flatten().is_some() {
             return;
         }
@@ -235,14 +275,46 @@ impl Cluster {
         let _killed = self.up.kill();
         let _reaped = self.up.wait();
     }
+
+    /// Stops `up` and runs `mpiswarm down`, which must succeed and leave
+    /// nothing of this data dir on this machine's engine: no node container,
+    /// volume or network (each carries the data-dir label) and no cluster
+    /// file. What is left, if anything, in the error.
+    pub fn down(mut self) -> Result<(), String> {
+        self.teardown()
+    }
+
+    fn teardown(&mut self) -> Result<(), String> {
+        if std::mem::replace(&mut self.down, true) {
+            return Ok(());
+        }
+        self.stop_up();
+        let down = self.mpiswarm(&["down"]);
+        if !down.status.success() {
+            return Err(format!("mpiswarm down failed ({}): {}", down.status, String::from_utf8_lossy(&down.stderr)));
+        }
+        let label = self.label_filter();
+        let mut left = Vec::new();
+        for (kind, ls) in [
+            ("container", &["ps", "-aq"][..]),
+            ("volume", &["volume", "ls", "-q"]),
+            ("network", &["network", "ls", "-q"]),
+        ] {
+            let mut args = ls.to_vec();
+            args.extend(["--filter", &label]);
+            left.extend(self.docker(&args).split_whitespace().map(|id| format!("{kind} {id}")));
+        }
+        if self.dir.join("cluster.json").exists() {
+            left.push("the cluster file".to_owned());
+        }
+        if left.is_empty() { Ok(()) } else { Err(format!("left behind after mpiswarm down: {}", left.join(", "))) }
+    }
 }
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        self.stop_up();
-        let down = self.mpiswarm(&["down"]);
-        if !down.status.success() {
-            eprintln!("e2e: mpiswarm down failed: {}", String::from_utf8_lossy(&down.stderr));
+        if let Err(e) = self.teardown() {
+            eprintln!("e2e: {e}");
         }
     }
 }

@@ -12,7 +12,8 @@
 //!   before it runs tests, so the nested build does not deadlock, and after
 //!   `make images` (which builds the same target) it is a no-op.
 //! - [`cluster`]: [`Cluster`], one `up --nodes N --node-cpus C` in a fresh
-//!   temp data dir; kubectl, `mpiswarm`, `docker exec` into nodes; `down` on drop.
+//!   temp data dir; kubectl, `mpiswarm`, `docker exec` into nodes; `down`,
+//!   which must leave no node container, volume or network behind.
 //! - [`swarm`]: Swarm's tasks of mpiswarm's (node, state, reservation, job,
 //!   role) from the manager's engine ([`engine`]: one GET over its socket).
 //! - [`job`]: MpiJobs to apply and their status; following a job to its end
@@ -21,9 +22,10 @@
 //! - [`components`]: the processes of an `up --split` cluster, killed alone
 //!   and seen started again; the offer layer's and agents' own state.
 //! - [`events`]: the services Swarm created in a time window.
-//! - [`runner`]: one cluster per test binary, its cases in order, wall time.
+//! - [`runner`]: one cluster per test binary, its cases in order, `down`, wall time.
 //! - [`wait`]: polling with an overall deadline.
-//! - [`images`]: the images the suite needs (built by `make images`).
+//! - [`images`]: the images the suite needs (built by `make images`), and
+//!   the image of the binary under test, built for the stack test.
 
 pub mod binary;
 pub mod cluster;

@@ -2,8 +2,10 @@
 //! all its cases, which run one at a time in order. After each case the
 //! runner checks that nothing of mpiswarm's is left on any node (a failure
 //! of the case); after a failed case it deletes every MpiJob so the next
-//! starts clean. It prints each case's time and the suite's wall time, and
-//! exits 1 if any case failed.
+//! starts clean. At the end it takes the cluster down: `mpiswarm down` must
+//! leave no node container, volume or network behind (a failure too). It
+//! prints each case's time and the suite's wall time, and exits 1 if any
+//! case failed.
 //!
 //! Arguments (after `cargo test -p mpiswarm-e2e --test NAME --`): words
 //! select the cases whose names contain one of them; `--list` lists them.
@@ -61,7 +63,14 @@ pub fn run(suite: &str, start: impl FnOnce() -> Cluster, cases: &[Case]) -> ! {
             }));
         }
     }
-    drop(cluster);
+    let down = Instant::now();
+    match cluster.down() {
+        Ok(()) => println!("{suite}: mpiswarm down left nothing ({:.1} s)", down.elapsed().as_secs_f64()),
+        Err(e) => {
+            println!("{suite}: {e}");
+            failed.push("mpiswarm down leaves nothing");
+        }
+    }
     let wall = wall.elapsed().as_secs_f64();
     if failed.is_empty() {
         println!("{suite}: all cases passed; wall time {wall:.1} s");
