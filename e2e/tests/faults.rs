@@ -15,11 +15,14 @@
 //! - `kill -9` of the API server: the controller (not restarted) resumes its
 //!   watches: a job created after the restart runs, and the status of the
 //!   first converges to Succeeded;
-//! - a node container killed: within 10 s the offer layer has its tasks
-//!   LOST; with `backoffLimit: 1` the gang restarts on the other nodes and
-//!   succeeds, the status and an Event naming the lost node; with
-//!   `backoffLimit: 0` the job fails saying why. The node is started again
-//!   after each.
+//! - a node container killed (`docker kill`, a crash: nothing inside gets to
+//!   say goodbye): within 10 s the offer layer has its tasks LOST and the
+//!   MpiJob's status says NodeLost, naming the node Swarm marked down (both
+//!   delays printed); its agent is withdrawn (nothing of it offered). With
+//!   `backoffLimit: 1` the gang restarts on the other nodes and succeeds, the
+//!   status and an Event naming the lost node; with `backoffLimit: 0` the job
+//!   fails saying why. The node is started again after each; its agent
+//!   serves it again, and a job that needs all three nodes runs.
 //!
 //! The kill moments come from one seed, printed at the start; set
 //! `MPISWARM_FAULTS_SEED` to replay a run. Needs the images of `make images`.
@@ -63,7 +66,10 @@ fn main() {
             ("offers_kill_9_framework_back_within_5_s_with_an_agent_gone_and_no_rank_killed", offers_kill_9),
             ("agent_kill_9_adopts_its_services_and_the_job_completes", agent_kill_9),
             ("apiserver_kill_9_watches_resume_and_status_converges", apiserver_kill_9),
-            ("node_lost_tasks_lost_within_10_s_gang_restarts_elsewhere_with_backoff_1", node_lost_restarts_gang),
+            (
+                "node_lost_tasks_lost_within_10_s_gang_restarts_elsewhere_with_backoff_1_and_the_node_serves_again",
+                node_lost_restarts_gang,
+            ),
             ("node_lost_with_backoff_0_fails_saying_why", node_lost_fails),
         ],
     )
@@ -317,8 +323,9 @@ pub fn apiserver_kill_9(cluster: &Cluster) {
 
 /// Kills the container of a node the job runs on (not the manager, whose
 /// engine every agent goes through) at a random moment; it is started again
-/// when the returned guard drops. Then its tasks must be LOST at the offer
-/// layer within [`LOST_WITHIN`].
+/// when the returned guard drops. Then, within [`LOST_WITHIN`], its tasks
+/// must be LOST at the offer layer and the job's status must say NodeLost,
+/// naming the node Swarm marked down; and its agent must be withdrawn.
 fn kill_a_node_of<'a>(cluster: &'a Cluster, job: &Started, case: &str) -> Revive<'a> {
     let manager = cluster.manager().hostname.clone();
     let victim = job.nodes.iter().find(|n| **n != manager).expect("the job uses a worker node");
@@ -332,17 +339,58 @@ fn kill_a_node_of<'a>(cluster: &'a Cluster, job: &Started, case: &str) -> Revive
     assert!(out.status.success(), "docker kill {}: {}", node.container, String::from_utf8_lossy(&out.stderr));
     println!("faults: node {} ({}) killed", node.hostname, node.container);
     let revive = Revive { cluster, node: node.clone() };
-    let lost = wait::until(Duration::from_secs(120), "the offer layer has the lost node's tasks LOST", || {
-        let state = cluster.master_state()?;
-        let lost = state["completed_tasks"].as_array().into_iter().flatten().any(|t| {
-            t["state"] == "TASK_LOST"
-                && (t["agent_id"]["value"] == agent_id.as_str() || t["agent_id"] == agent_id.as_str())
-        });
-        if lost { Ok(killed.elapsed()) } else { Err(format!("completed tasks: {}", state["completed_tasks"])) }
+    // Each moment is taken when first seen: the NodeLost reason lasts only
+    // until the restarted gang runs.
+    let (mut lost, mut noticed) = (None, None);
+    let what = "the offer layer has the lost node's tasks LOST and the job's status says NodeLost";
+    let (lost, (noticed, message)) = wait::until(Duration::from_secs(120), what, || {
+        if lost.is_none() {
+            let state = cluster.master_state()?;
+            let tasks = state["completed_tasks"].as_array().cloned().unwrap_or_default();
+            let agent = |t: &serde_json::Value| {
+                t["agent_id"]["value"] == agent_id.as_str() || t["agent_id"] == agent_id.as_str()
+            };
+            if tasks.iter().any(|t| t["state"] == "TASK_LOST" && agent(t)) {
+                lost = Some(killed.elapsed());
+            }
+        }
+        if noticed.is_none() {
+            let status = cluster.job(&job.name).ok_or("the MpiJob is gone")?;
+            noticed = node_lost_message(&status).map(|m| (killed.elapsed(), m));
+        }
+        match (lost, &noticed) {
+            (Some(l), Some(n)) => Ok((l, n.clone())),
+            _ => Err(format!("TASK_LOST after {lost:?}, NodeLost in the status: {noticed:?}")),
+        }
     });
-    println!("faults: tasks of {} LOST {:.1} s after the kill", node.hostname, lost.as_secs_f64());
+    println!(
+        "faults: {} killed -> its tasks LOST in {:.1} s, NodeLost in the MpiJob's status in {:.1} s ({message})",
+        node.hostname,
+        lost.as_secs_f64(),
+        noticed.as_secs_f64()
+    );
     assert!(lost <= LOST_WITHIN, "tasks of {} went LOST after {lost:?}, more than {LOST_WITHIN:?}", node.hostname);
+    assert!(noticed <= LOST_WITHIN, "NodeLost in the status after {noticed:?}, more than {LOST_WITHIN:?}");
+    assert!(message.contains(&node.hostname), "the condition names the lost node {}: {message}", node.hostname);
+    assert!(message.contains("is down"), "and says why (Swarm marked it down): {message}");
+    // Nothing of the lost node is offered while it is down.
+    let withdrawn = wait::until(LOST_WITHIN, "the lost node's agent is withdrawn", || {
+        let state = cluster.master_state()?;
+        let agent = state["slaves"].as_array().into_iter().flatten().find(|a| a["hostname"] == node.hostname.as_str());
+        match agent {
+            Some(a) if a["active"] == false => Ok(a.clone()),
+            _ => Err(format!("agents: {}", state["slaves"])),
+        }
+    });
+    assert_eq!(withdrawn["offered_resources"]["cpus"].as_f64().unwrap_or(0.0), 0.0, "{withdrawn}");
     revive
+}
+
+/// The message of the job's condition whose reason is NodeLost, if any.
+fn node_lost_message(status: &Status) -> Option<String> {
+    let conditions = status.0["status"]["conditions"].as_array()?;
+    let lost = conditions.iter().find(|c| c["reason"] == "NodeLost")?;
+    Some(lost["message"].as_str().unwrap_or_default().to_owned())
 }
 
 /// Starts a killed node again and waits until Swarm and its agent have it back.
@@ -415,6 +463,14 @@ pub fn node_lost_restarts_gang(cluster: &Cluster) {
     assert!(conditions_text(st).contains(&node.hostname), "the status names {}: {}", node.hostname, st.0["status"]);
     drop(revive);
     cluster.delete_jobs(&[&job.name]);
+    // The node is served again: a job that needs all three nodes runs.
+    let everywhere = Job::pi("fault-node-back", 3, RANK_CPUS, SAMPLES).policy("spread").max_ranks_per_node(1);
+    let uid = cluster.submit(&everywhere);
+    let watched = cluster.watch_job(&everywhere.name, &uid, JOB_DEADLINE);
+    assert_eq!(watched.status.phase(), "Succeeded", "{}: {}", everywhere.name, watched.status.0["status"]);
+    watched.assert_placement(RANK_CPUS, &[1, 1, 1]);
+    assert_eq!(watched.status.0["status"]["restarts"].as_i64().unwrap_or(0), 0, "{}", watched.status.0["status"]);
+    cluster.delete_jobs(&[&everywhere.name]);
 }
 
 pub fn node_lost_fails(cluster: &Cluster) {
