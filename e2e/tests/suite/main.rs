@@ -2,11 +2,14 @@
 //! --racks 2 --weights mpi=2,batch=1`: every agent advertises 2 cpus, node1
 //! and node3 are in rack-1, node2 in rack-2. The cases run one at a time on
 //! that cluster (see mpiswarm_e2e::runner); after each, nothing of
-//! mpiswarm's may be left on any node. Needs the images of `make images`.
+//! mpiswarm's may be left on any node, and after the last `mpiswarm down`
+//! may leave no node container, volume or network. Needs the images of
+//! `make images`.
 //!
 //!   cargo test -p mpiswarm-e2e --test suite [-- WORD...]
 
 mod bad_input;
+mod examples;
 mod load;
 mod placement;
 
@@ -27,6 +30,7 @@ fn main() {
                 "bad_input::missing_image_exit_3_malformed_yaml_and_schema_violation_leave_a_job_beside_alone",
                 bad_input::none_disturbs_a_job_beside,
             ),
+            ("examples::network_yaml_runs_hpcc_across_the_nodes", examples::network_yaml_runs_hpcc_across_the_nodes),
             ("load::hundred_jobs_under_weights_2_to_1", load::hundred_jobs_under_weights_2_to_1),
         ],
     )
