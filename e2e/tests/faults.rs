@@ -331,6 +331,8 @@ fn kill_a_node_of<'a>(cluster: &'a Cluster, job: &Started, case: &str) -> Revive
     let victim = job.nodes.iter().find(|n| **n != manager).expect("the job uses a worker node");
     let node = cluster.node(victim).clone();
     let agent_id = cluster.agent_id(&node.hostname).expect("the victim's agent is registered");
+    // A node killed before (by an earlier case) left LOST tasks of the same agent id.
+    let lost_before = lost_tasks(&cluster.master_state().unwrap_or_else(|e| panic!("{e}")), &agent_id);
     strike_after(case);
     let mut kill = Command::new("docker");
     kill.args(["kill", &node.container]);
@@ -344,15 +346,8 @@ fn kill_a_node_of<'a>(cluster: &'a Cluster, job: &Started, case: &str) -> Revive
     let (mut lost, mut noticed) = (None, None);
     let what = "the offer layer has the lost node's tasks LOST and the job's status says NodeLost";
     let (lost, (noticed, message)) = wait::until(Duration::from_secs(120), what, || {
-        if lost.is_none() {
-            let state = cluster.master_state()?;
-            let tasks = state["completed_tasks"].as_array().cloned().unwrap_or_default();
-            let agent = |t: &serde_json::Value| {
-                t["agent_id"]["value"] == agent_id.as_str() || t["agent_id"] == agent_id.as_str()
-            };
-            if tasks.iter().any(|t| t["state"] == "TASK_LOST" && agent(t)) {
-                lost = Some(killed.elapsed());
-            }
+        if lost.is_none() && !lost_tasks(&cluster.master_state()?, &agent_id).is_subset(&lost_before) {
+            lost = Some(killed.elapsed());
         }
         if noticed.is_none() {
             let status = cluster.job(&job.name).ok_or("the MpiJob is gone")?;
@@ -384,6 +379,15 @@ fn kill_a_node_of<'a>(cluster: &'a Cluster, job: &Started, case: &str) -> Revive
     });
     assert_eq!(withdrawn["offered_resources"]["cpus"].as_f64().unwrap_or(0.0), 0.0, "{withdrawn}");
     revive
+}
+
+/// The ids of the tasks on agent `agent_id` that the offer layer has LOST.
+fn lost_tasks(state: &serde_json::Value, agent_id: &str) -> BTreeSet<String> {
+    let tasks = state["completed_tasks"].as_array().into_iter().flatten();
+    tasks
+        .filter(|t| t["state"] == "TASK_LOST" && (t["agent_id"]["value"] == agent_id || t["agent_id"] == agent_id))
+        .map(|t| t["task_id"].to_string())
+        .collect()
 }
 
 /// The message of the job's condition whose reason is NodeLost, if any.
