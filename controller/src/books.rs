@@ -199,14 +199,14 @@ impl Books {
         }
     }
 
-    /// Applies a task update; returns the job to reconcile if it is one of ours.
-    pub fn record(&self, status: &TaskStatus) -> Option<ObjectRef<MpiJob>> {
+    /// Applies a task update seen at `now`; returns the job to reconcile if it is one of ours.
+    pub fn record(&self, status: &TaskStatus, now: i64) -> Option<ObjectRef<MpiJob>> {
         let name = TaskName::parse(&status.task_id.value)?;
         let mut inner = self.lock();
         let uid = inner.short.get(&name.short_uid)?.clone();
         let job = inner.jobs.get_mut(&uid)?;
         let g = job.gang.as_mut()?;
-        (g.generation == name.generation && g.record(status)).then(|| job.key.clone())
+        (g.generation == name.generation && g.record(status, now)).then(|| job.key.clone())
     }
 
     /// Whether a task id belongs to a gang the books know.

@@ -305,7 +305,7 @@ impl Session<'_> {
     async fn on_update(&mut self, status: TaskStatus) -> Result<(), ClientError> {
         let ctx = self.ctx;
         tracing::debug!(task = %status.task_id.value, state = status.state.as_str(), "UPDATE");
-        if let Some(key) = ctx.books.record(&status) {
+        if let Some(key) = ctx.books.record(&status, now()) {
             ctx.wake(key);
         } else if !status.state.is_terminal()
             && !ctx.books.knows_task(&status.task_id.value)
@@ -488,7 +488,7 @@ fn drop_gang(ctx: &Context, s: &StartedGang, why: &str) {
             let mut status = TaskStatus::new(TaskId::new(name.to_string()), TaskState::Dropped);
             status.reason = Some(Reason::ReasonInvalidOffers);
             status.message = Some(why.to_owned());
-            ctx.books.record(&status);
+            ctx.books.record(&status, now());
         }
     }
 }

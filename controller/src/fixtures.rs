@@ -106,7 +106,7 @@ pub fn set_tasks(g: &mut GangBook, pick: impl Fn(TaskRole) -> bool, state: TaskS
     for id in ids {
         let mut s = TaskStatus::new(TaskId::new(&id), state);
         s.labels = exit.map(|c| mpiswarm_mesos::Labels::from_pairs([("mpiswarm.io/exit-code", c)]));
-        g.record(&s);
+        g.record(&s, T0);
     }
 }
 
@@ -163,7 +163,7 @@ async fn fake_driver(ctx: Weak<Context>, mut rx: mpsc::UnboundedReceiver<Command
     while let Some(command) = rx.recv().await {
         if let (Command::Kill(tasks), OnKill::Killed, Some(ctx)) = (&command, on_kill, ctx.upgrade()) {
             for (task, _agent) in tasks {
-                ctx.books.record(&TaskStatus::new(TaskId::new(task), TaskState::Killed));
+                ctx.books.record(&TaskStatus::new(TaskId::new(task), TaskState::Killed), T0);
             }
             ctx.task_changed.notify_waiters();
         }

@@ -30,7 +30,18 @@ pub struct TaskBook {
     pub reason: Option<Reason>,
     pub message: Option<String>,
     pub exit_code: Option<i32>,
+    /// When its terminal update was recorded (Unix seconds); `None` while
+    /// it runs, and for tasks restored after a controller restart.
+    pub ended_at: Option<i64>,
 }
+
+/// How long a failed launcher's verdict waits for the other tasks of its
+/// gang (seconds): mpirun exits at once when it loses the ranks of a node
+/// that died, while the node's agent needs a few seconds (at most 10) to
+/// report that node's tasks LOST. Deciding at once would blame mpirun's
+/// exit code instead of the lost node, so the verdict waits until the other
+/// tasks have ended or this long has passed, whichever comes first.
+pub const SETTLE_SECONDS: i64 = 10;
 
 /// One gang generation.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,6 +86,9 @@ pub enum Health {
     Running,
     Succeeded,
     Failed(Failure),
+    /// The launcher failed while other tasks of the gang still run: the
+    /// verdict waits this many more seconds for them ([`SETTLE_SECONDS`]).
+    Settling(i64),
 }
 
 impl GangBook {
@@ -106,8 +120,8 @@ impl GangBook {
         }
     }
 
-    /// Records an update; returns whether it changed anything.
-    pub fn record(&mut self, status: &TaskStatus) -> bool {
+    /// Records an update seen at `now` (Unix seconds); returns whether it changed anything.
+    pub fn record(&mut self, status: &TaskStatus, now: i64) -> bool {
         let Some(task) = self.tasks.get_mut(&status.task_id.value) else { return false };
         let exit_code = status
             .labels
@@ -124,6 +138,9 @@ impl GangBook {
         task.reason = status.reason;
         task.message = status.message.clone();
         task.exit_code = exit_code;
+        if status.state.is_terminal() {
+            task.ended_at.get_or_insert(now);
+        }
         changed
     }
 
@@ -167,8 +184,13 @@ impl GangBook {
         if let Some(l) = self.launcher()
             && let Some(state) = l.state.filter(|s| s.is_terminal())
         {
+            let others_run = self.workers().any(|w| !w.state.is_some_and(TaskState::is_terminal));
+            let waited = l.ended_at.map(|at| now - at);
             return match state {
                 TaskState::Finished => Health::Succeeded,
+                _ if others_run && waited.is_some_and(|w| w < SETTLE_SECONDS) => {
+                    Health::Settling(SETTLE_SECONDS - waited.unwrap_or(0))
+                }
                 _ => Health::Failed(failure_of(l, state, true, self.maybe_never_launched)),
             };
         }
@@ -218,6 +240,7 @@ impl TaskBook {
             reason: None,
             message: None,
             exit_code: None,
+            ended_at: None,
         }
     }
 }
@@ -290,7 +313,7 @@ mod tests {
     fn all(g: &mut GangBook, state: TaskState) {
         let ids: Vec<String> = g.tasks.keys().cloned().collect();
         for id in ids {
-            g.record(&TaskStatus::new(TaskId::new(&id), state));
+            g.record(&TaskStatus::new(TaskId::new(&id), state), 100);
         }
     }
 
@@ -303,11 +326,11 @@ mod tests {
         g.restored = false;
         all(&mut g, TaskState::Starting);
         assert_eq!(g.health(101, 60), Health::Launching);
-        g.record(&status(&g, TaskRole::Worker(0), TaskState::Running));
+        g.record(&status(&g, TaskRole::Worker(0), TaskState::Running), 100);
         assert_eq!(g.health(101, 60), Health::Launching);
         all(&mut g, TaskState::Running);
         assert_eq!(g.health(101, 60), Health::Running);
-        g.record(&status(&g, TaskRole::Launcher, TaskState::Finished));
+        g.record(&status(&g, TaskRole::Launcher, TaskState::Finished), 100);
         assert_eq!(g.health(101, 60), Health::Succeeded);
     }
 
@@ -318,14 +341,16 @@ mod tests {
         let mut s = status(&g, TaskRole::Launcher, TaskState::Failed);
         s.labels = Some(Labels::from_pairs([("mpiswarm.io/exit-code", "3")]));
         s.message = Some("container exited with code 3".into());
-        g.record(&s);
-        let Health::Failed(f) = g.health(101, 60) else { panic!() };
+        g.record(&s, 100);
+        // Its workers still run: the verdict waits for them a moment.
+        assert_eq!(g.health(101, 60), Health::Settling(SETTLE_SECONDS - 1));
+        let Health::Failed(f) = g.health(100 + SETTLE_SECONDS, 60) else { panic!() };
         assert_eq!((f.reason, f.exit_code, f.counts), ("LauncherFailed", Some(3), true));
         assert!(f.message.contains("code 3"), "{}", f.message);
 
         let mut g = gang();
         all(&mut g, TaskState::Running);
-        g.record(&status(&g, TaskRole::Worker(1), TaskState::Lost));
+        g.record(&status(&g, TaskRole::Worker(1), TaskState::Lost), 100);
         let Health::Failed(f) = g.health(101, 60) else { panic!() };
         assert_eq!(f.reason, "NodeLost");
         assert_eq!(f.lost_node.as_deref(), Some(g.placement.nodes[1].hostname.as_str()));
@@ -335,11 +360,31 @@ mod tests {
         all(&mut g, TaskState::Running);
         let mut s = status(&g, TaskRole::Launcher, TaskState::Failed);
         s.labels = Some(Labels::from_pairs([("mpiswarm.io/exit-code", "255")]));
-        g.record(&s);
-        g.record(&status(&g, TaskRole::Worker(1), TaskState::Lost));
+        g.record(&s, 100);
+        g.record(&status(&g, TaskRole::Worker(1), TaskState::Lost), 100);
         let Health::Failed(f) = g.health(101, 60) else { panic!() };
         assert_eq!(f.reason, "NodeLost", "{}", f.message);
         assert_eq!(f.lost_node.as_deref(), Some(g.placement.nodes[1].hostname.as_str()));
+
+        // ... also when mpirun's exit is recorded first and the node's
+        // agent reports the loss seconds later, within the settling time.
+        let mut g = gang();
+        all(&mut g, TaskState::Running);
+        let mut s = status(&g, TaskRole::Launcher, TaskState::Failed);
+        s.labels = Some(Labels::from_pairs([("mpiswarm.io/exit-code", "255")]));
+        g.record(&s, 100);
+        assert_eq!(g.health(103, 60), Health::Settling(SETTLE_SECONDS - 3));
+        g.record(&status(&g, TaskRole::Worker(1), TaskState::Lost), 104);
+        let Health::Failed(f) = g.health(104, 60) else { panic!() };
+        assert_eq!(f.reason, "NodeLost", "{}", f.message);
+
+        // When every other task has ended, nothing is left to wait for.
+        let mut g = gang();
+        all(&mut g, TaskState::Running);
+        g.record(&status(&g, TaskRole::Worker(0), TaskState::Killed), 100);
+        g.record(&status(&g, TaskRole::Worker(1), TaskState::Killed), 100);
+        g.record(&status(&g, TaskRole::Launcher, TaskState::Failed), 100);
+        assert!(matches!(g.health(100, 60), Health::Failed(_)));
     }
 
     #[test]
@@ -347,7 +392,7 @@ mod tests {
         let mut g = gang();
         let mut s = status(&g, TaskRole::Worker(0), TaskState::Lost);
         s.reason = Some(Reason::ReasonInvalidOffers);
-        g.record(&s);
+        g.record(&s, 100);
         let Health::Failed(f) = g.health(101, 60) else { panic!() };
         assert_eq!((f.reason, f.counts), ("OfferRescinded", false));
     }
@@ -358,8 +403,8 @@ mod tests {
         all(&mut g, TaskState::Starting);
         let Health::Failed(f) = g.health(160, 60) else { panic!() };
         assert_eq!(f.reason, "LaunchTimeout");
-        g.record(&status(&g, TaskRole::Worker(0), TaskState::Killed));
-        assert!(!g.record(&status(&g, TaskRole::Worker(0), TaskState::Running)));
+        g.record(&status(&g, TaskRole::Worker(0), TaskState::Killed), 100);
+        assert!(!g.record(&status(&g, TaskRole::Worker(0), TaskState::Running), 100));
         assert_eq!(g.live_tasks().count(), 2);
     }
 }

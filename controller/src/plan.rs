@@ -329,6 +329,11 @@ fn gang_step(b: &mut Builder<'_>, g: &GangBook, generation: u32) {
                 );
             }
         }
+        Health::Settling(left) => {
+            // mpirun failed; its gang's other tasks have a moment to say
+            // whether a node was lost (their update wakes the job sooner).
+            b.requeue(left);
+        }
         Health::Succeeded => {
             if let Some(l) = b.st.launcher.as_mut() {
                 l.exit_code.get_or_insert(0);
@@ -546,7 +551,13 @@ mod tests {
         let mut g = gang(Stage::Launched, 0);
         set(&mut g, |_| true, TaskState::Running, None);
         set(&mut g, |r| r == TaskRole::Launcher, TaskState::Failed, Some("3"));
-        let p = Row::new(job("")).gang(&g).settle();
+        let mut row = Row::new(job("")).gang(&g);
+        // Its workers still run: for a moment they may still report a lost node.
+        let waiting = row.settle();
+        assert_ne!(waiting.status.phase, Some(Phase::Failed), "the verdict waits for the workers a moment");
+        assert!(!waiting.actions.contains(&Action::Kill), "nothing is killed while it waits");
+        row.now = T0 + crate::gang::SETTLE_SECONDS;
+        let p = row.settle();
         assert_eq!(phase(&p), Phase::Failed);
         let c = p.status.condition(C::Failed).unwrap();
         assert_eq!(c.reason, "LauncherFailed");
@@ -609,7 +620,7 @@ mod tests {
         let id = g.tasks.keys().next().unwrap().clone();
         let mut s = TaskStatus::new(TaskId::new(&id), TaskState::Lost);
         s.reason = Some(mpiswarm_mesos::Reason::ReasonInvalidOffers);
-        g.record(&s);
+        g.record(&s, T0);
         let p = Row::new(job("")).gang(&g).settle();
         assert_eq!((phase(&p), p.status.restarts, p.status.gang_generation), (Phase::Pending, 0, Some(1)));
     }
