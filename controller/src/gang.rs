@@ -185,12 +185,10 @@ impl GangBook {
             && let Some(state) = l.state.filter(|s| s.is_terminal())
         {
             let others_run = self.workers().any(|w| !w.state.is_some_and(TaskState::is_terminal));
-            let waited = l.ended_at.map(|at| now - at);
-            return match state {
-                TaskState::Finished => Health::Succeeded,
-                _ if others_run && waited.is_some_and(|w| w < SETTLE_SECONDS) => {
-                    Health::Settling(SETTLE_SECONDS - waited.unwrap_or(0))
-                }
+            let settle_left = l.ended_at.map(|at| SETTLE_SECONDS - (now - at)).filter(|left| others_run && *left > 0);
+            return match (state, settle_left) {
+                (TaskState::Finished, _) => Health::Succeeded,
+                (_, Some(left)) => Health::Settling(left),
                 _ => Health::Failed(failure_of(l, state, true, self.maybe_never_launched)),
             };
         }
