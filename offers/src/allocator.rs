@@ -11,7 +11,10 @@
 //!   least `cpus:0.01` or `mem:32`);
 //! - a refusal filter (from DECLINE or the unused part of an ACCEPT) keeps
 //!   an agent's resources from that (framework, role) until it expires, but
-//!   only while the free resources are a subset of the refused ones;
+//!   only while the free resources are a subset of the refused ones; each
+//!   refusal is its own filter, never merged with an earlier one (a
+//!   framework that refused 0.1 cpu and later 0.9 cpu of an agent has not
+//!   refused the 1 cpu that is free once both are back);
 //! - SUPPRESS takes a framework's role out of the sorter, REVIVE puts it
 //!   back and clears that role's filters.
 
@@ -76,7 +79,8 @@ pub struct Allocator {
     sorter: DrfSorter,
     agents: BTreeMap<String, AgentEntry>,
     frameworks: HashMap<String, FrameworkEntry>,
-    filters: HashMap<(String, String, String), RefusalFilter>,
+    /// The live refusals of each (framework, role, agent).
+    filters: HashMap<(String, String, String), Vec<RefusalFilter>>,
 }
 
 fn scalars(q: &Quantities) -> Scalars {
@@ -261,15 +265,12 @@ impl Allocator {
         if let Some(refuse) = refuse.filter(|d| !d.is_zero()) {
             let expires = now + refuse.max(self.config.allocation_interval);
             let filter_key = (framework.to_owned(), role.to_owned(), agent.to_owned());
-            match self.filters.get_mut(&filter_key) {
-                // Refusing again widens and extends the existing filter.
-                Some(f) if f.expires > now => {
-                    f.resources.add(&back);
-                    f.expires = f.expires.max(expires);
-                }
-                _ => {
-                    self.filters.insert(filter_key, RefusalFilter { resources: back, expires });
-                }
+            let live = self.filters.entry(filter_key).or_default();
+            live.retain(|f| f.expires > now);
+            match live.iter_mut().find(|f| f.resources == back) {
+                // The same refusal again only extends the filter it already has.
+                Some(f) => f.expires = f.expires.max(expires),
+                None => live.push(RefusalFilter { resources: back, expires }),
             }
         }
     }
@@ -280,11 +281,15 @@ impl Allocator {
 
     /// One allocation cycle over `agents` (all active agents if `None`).
     pub fn allocate(&mut self, now: Duration, agents: Option<&[String]>) -> Vec<Allocation> {
-        self.filters.retain(|_, f| f.expires > now);
+        self.filters.retain(|_, live| {
+            live.retain(|f| f.expires > now);
+            !live.is_empty()
+        });
         // Filters by agent, so each agent costs one lookup at most.
         let mut filters_by_agent: HashMap<&str, Vec<(&str, &str, &RefusalFilter)>> = HashMap::new();
-        for ((fw, role, agent), f) in &self.filters {
-            filters_by_agent.entry(agent.as_str()).or_default().push((fw.as_str(), role.as_str(), f));
+        for ((fw, role, agent), live) in &self.filters {
+            let list = filters_by_agent.entry(agent.as_str()).or_default();
+            list.extend(live.iter().map(|f| (fw.as_str(), role.as_str(), f)));
         }
         let Self { config, sorter, agents: all_agents, .. } = self;
         let mut out = Vec::new();
@@ -330,7 +335,7 @@ impl Allocator {
     pub fn filtered(&self, framework: &str, role: &str, agent: &str, free: &Quantities, now: Duration) -> bool {
         self.filters
             .get(&(framework.to_owned(), role.to_owned(), agent.to_owned()))
-            .is_some_and(|f| f.expires > now && f.resources.contains(free))
+            .is_some_and(|live| live.iter().any(|f| f.expires > now && f.resources.contains(free)))
     }
 }
 
@@ -380,6 +385,29 @@ mod tests {
         // The task ends: now more is free than was refused, so it is offered.
         a.recover("f1", "r", "s1", &used, None, Duration::from_secs(2));
         assert_eq!(a.allocate(Duration::from_secs(2), None)[0].resources, q(4.0, 4096.0));
+    }
+
+    #[test]
+    fn two_refusals_are_two_filters_and_do_not_add_up_to_what_is_free_after_both() {
+        let cpus = |c| Quantities::scalar("cpus", c);
+        let mut a = one_agent_one_framework();
+        a.allocate(Duration::ZERO, None);
+        // A launcher of 0.1 cpu ends; the framework refuses that 0.1.
+        a.recover("f1", "r", "s1", &cpus(0.1), Some(Duration::from_secs(60)), Duration::ZERO);
+        assert!(a.allocate(Duration::from_secs(1), None).is_empty(), "the refused 0.1 is filtered");
+        // Its 0.9-cpu workers end: 1 cpu free, more than was refused, offered ...
+        a.recover("f1", "r", "s1", &cpus(0.9), None, Duration::from_secs(1));
+        let out = a.allocate(Duration::from_secs(1), None);
+        assert_eq!(out.len(), 1);
+        // ... the framework keeps 0.1 of it and refuses 0.9; then the 0.1 comes back.
+        a.recover("f1", "r", "s1", &cpus(0.9), Some(Duration::from_secs(60)), Duration::from_secs(2));
+        a.recover("f1", "r", "s1", &cpus(0.1), None, Duration::from_secs(3));
+        // Neither refusal holds the whole 1 cpu now free (merged, they would).
+        assert!(a.filtered("f1", "r", "s1", &cpus(0.9), Duration::from_secs(3)));
+        assert!(!a.filtered("f1", "r", "s1", &cpus(1.0), Duration::from_secs(3)));
+        let out = a.allocate(Duration::from_secs(3), None);
+        assert_eq!(out.len(), 1, "1 cpu is offered again");
+        assert!((out[0].resources.get_scalar("cpus") - 1.0).abs() < 1e-9, "{:?}", out[0].resources);
     }
 
     #[test]
