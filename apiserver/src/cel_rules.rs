@@ -28,8 +28,40 @@ pub fn compile(schema: &Value) -> Option<CompiledSchema> {
 
 /// Run the compiled rules on `object` (the whole object, `apiVersion`,
 /// `kind` and `metadata` included; `old` on update for transition rules).
+///
+/// On update, a top-level field (`spec`, `status`) equal to the old one is
+/// not evaluated again: kube-apiserver ratchets validation the same way (an
+/// unchanged value's failures are dropped, and a transition rule's
+/// `self == oldSelf` holds), and a status write, most of a controller's
+/// writes, then costs no walk of the spec's rules. Rules on the root itself
+/// see the whole object, so with any of them everything is evaluated.
 pub fn check(rules: &CompiledSchema, schema: &Value, object: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
-    if let Err(errors) = kube_cel::validate_compiled(rules, object, old) {
+    let errors: Vec<ValidationError> = match old {
+        Some(old) if rules.validations.is_empty() => {
+            let mut errors = Vec::new();
+            for (field, sub) in &rules.properties {
+                let Some(now) = object.get(field) else { continue };
+                let before = old.get(field);
+                if before == Some(now) {
+                    continue;
+                }
+                if let Err(e) = kube_cel::validate_compiled(sub, now, before) {
+                    errors.extend(e.into_vec().into_iter().map(|mut e| {
+                        // Paths below `field` are relative to it: put it in front.
+                        e.field_path = match e.field_path.chars().next() {
+                            None => field.clone(),
+                            Some('.' | '[') => format!("{field}{}", e.field_path),
+                            Some(_) => format!("{field}.{}", e.field_path),
+                        };
+                        e
+                    }));
+                }
+            }
+            errors
+        }
+        _ => kube_cel::validate_compiled(rules, object, old).err().map(|e| e.into_vec()).unwrap_or_default(),
+    };
+    if !errors.is_empty() {
         let mut found: Vec<Cause> = errors.iter().map(|e| cause(e, schema, object)).collect();
         // kube-cel walks properties in hash order: sort by field so that the
         // same object always gets the same message (rules of one field keep
@@ -189,6 +221,24 @@ mod tests {
             (causes[0].field.as_str(), causes[0].message.as_str()),
             ("spec", "Invalid value: \"object\": workers is immutable")
         );
+    }
+
+    #[test]
+    fn an_update_evaluates_the_fields_that_changed_and_ratchets_the_rest() {
+        let mut schema = spec_schema(json!([{"rule": "self.workers >= self.minWorkers", "message": "too few"}]));
+        schema["properties"]["status"] = json!({"type": "object", "properties": {"phase": {"type": "string",
+            "x-kubernetes-validations": [{"rule": "self != 'Bad'", "message": "no Bad phase"}]}}});
+        let spec = json!({"workers": 1, "minWorkers": 2});
+        let old = json!({"spec": spec, "status": {"phase": "Pending"}});
+        // The spec breaks its rule, but it did not change: a status write passes.
+        let causes = run(&schema, &json!({"spec": spec, "status": {"phase": "Running"}}), Some(&old));
+        assert!(causes.is_empty(), "{causes:?}");
+        // What changed is still checked, named from the root.
+        let causes = run(&schema, &json!({"spec": spec, "status": {"phase": "Bad"}}), Some(&old));
+        let got: Vec<_> = causes.iter().map(|c| (c.field.as_str(), c.message.as_str())).collect();
+        assert_eq!(got, [("status.phase", "Invalid value: \"Bad\": no Bad phase")]);
+        // A create checks everything.
+        assert_eq!(run(&schema, &old, None).len(), 1);
     }
 
     #[test]
