@@ -1,5 +1,8 @@
 //! Load: 100 small MpiJobs applied at once (one `kubectl apply` of 100 JSON documents),
-//! half under role `mpi` (weight 2), half under `batch` (weight 1). All must
+//! 67 under role `mpi` (weight 2) and 33 under `batch` (weight 1), in the
+//! weights' proportion, so that both queues empty at about the same time and
+//! both roles wait for most of the run (with 50 and 50, `mpi` ran out of
+//! waiting jobs halfway and only that half could be counted). All must
 //! succeed; Swarm is sampled at every poll while they run.
 //!
 //! - Capacity: in every sample, the cpus reserved by the tasks Swarm holds
@@ -17,11 +20,25 @@ use std::time::{Duration, Instant};
 
 use mpiswarm_e2e::{Cluster, Job, swarm::held_cpus, wait::POLL};
 
-const JOBS_PER_ROLE: usize = 50;
-/// 100 jobs of ~1 cpu, 6 at a time, each a few seconds of launch and MPI.
+const JOBS: usize = 100;
+/// Every third job is a `batch` job, the others `mpi` ones: 33 and 67.
+fn role_of_index(i: usize) -> &'static str {
+    if i % 3 == 2 { "batch" } else { "mpi" }
+}
+/// 100 jobs of half a cpu, 12 at a time, each some seconds of launch and MPI.
 const DEADLINE: Duration = Duration::from_secs(900);
-/// Each job: 2 ranks of 0.45 cpu plus the 0.1-cpu launcher, 1 cpu in all.
-const RANK_CPUS: f64 = 0.45;
+/// Each job: 2 ranks of 0.2 cpu plus the 0.1-cpu launcher, half a cpu in
+/// all, so a node holds 4 jobs and the 3 nodes 12 (8 mpi, 4 batch at 2:1).
+/// Offers are whole (everything free on an agent goes to one role, as in
+/// Mesos), so shares move in steps of what one offer holds, and every job
+/// ramps up and down in Swarm as it starts and ends: with 1-cpu jobs (6 at
+/// a time) one step tipped 4:2 into 5:1 or 3:3, and the time-averaged ratio
+/// swung between 1.76 and 2.52 from run to run; smaller jobs make each step
+/// and ramp a smaller part of a role's share. (Quarter-cpu jobs, 24 at a
+/// time, were too many for three Swarm nodes in containers on two cores:
+/// nodes missed heartbeats and their jobs were lost.)
+const RANKS: u32 = 2;
+const RANK_CPUS: f64 = 0.2;
 const WEIGHT_RATIO: f64 = 2.0;
 const TOLERANCE: f64 = 0.2;
 /// Counted samples needed for the ratio to mean anything.
@@ -50,12 +67,11 @@ pub fn hundred_jobs_under_weights_2_to_1(cluster: &Cluster) {
     let advertised = cluster.advertised_cpus();
     assert_eq!(advertised.len(), cluster.nodes().len(), "every node's agent advertises: {advertised:?}");
     let mut jobs = Vec::new();
-    for i in 0..JOBS_PER_ROLE {
-        for role in ["mpi", "batch"] {
-            let job =
-                Job::pi(&format!("e2e-load-{role}-{i:02}"), 2, RANK_CPUS, 2_000_000).profile("network").role(role);
-            jobs.push(job.manifest());
-        }
+    for i in 0..JOBS {
+        let role = role_of_index(i);
+        let job =
+            Job::pi(&format!("e2e-load-{role}-{i:02}"), RANKS, RANK_CPUS, 2_000_000).profile("network").role(role);
+        jobs.push(job.manifest());
     }
     // One apply of a stream of 100 JSON documents (kubectl reads a stream
     // that starts with `{` as JSON, without `---`; a `kind: List` fails its
@@ -106,7 +122,7 @@ pub fn hundred_jobs_under_weights_2_to_1(cluster: &Cluster) {
         }
         let done =
             items.iter().filter(|j| matches!(j["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))).count();
-        if done == 2 * JOBS_PER_ROLE {
+        if done == JOBS {
             break items.clone();
         }
         std::thread::sleep(POLL);
@@ -122,14 +138,24 @@ pub fn hundred_jobs_under_weights_2_to_1(cluster: &Cluster) {
     let (mpi, batch): (f64, f64) = counted.iter().fold((0.0, 0.0), |(m, b), (x, y)| (m + x, b + y));
     let ratios: Vec<f64> = counted.iter().filter(|(_, b)| *b > 0.0).map(|(m, b)| m / b).collect();
     let (lo, hi) = ratios.iter().fold((f64::MAX, 0.0f64), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
+    // How often each split of the cpus was seen, so a failed ratio shows
+    // whether one role held too much or the other too little.
+    let mut splits = BTreeMap::<(String, String), usize>::new();
+    for (m, b) in &counted {
+        *splits.entry((format!("{m:.1}"), format!("{b:.1}"))).or_default() += 1;
+    }
+    let mut splits: Vec<_> = splits.into_iter().collect();
+    splits.sort_by_key(|s| std::cmp::Reverse(s.1));
+    let splits: Vec<String> = splits.iter().take(10).map(|((m, b), n)| format!("{m}:{b} x{n}")).collect();
     eprintln!(
         "load: 100 jobs in {took:.1} s; {samples} samples of Swarm; peak cpus held per node {peak:?} \
          (advertised {advertised:?}); {} samples with both roles waiting: mean cpus mpi {:.2} batch {:.2}, \
-         ratio {:.2} (per sample {lo:.2}..{hi:.2})",
+         ratio {:.2} (per sample {lo:.2}..{hi:.2}); most seen mpi:batch cpus {}",
         counted.len(),
         mpi / counted.len().max(1) as f64,
         batch / counted.len().max(1) as f64,
         mpi / batch,
+        splits.join(", "),
     );
     assert!(counted.len() >= MIN_SAMPLES, "only {} samples had both roles waiting", counted.len());
     let ratio = mpi / batch;
