@@ -26,6 +26,8 @@ CRITERION = [
 
 # The controller benchmark's output lines (cli/benches/controller.rs).
 THROUGHPUT = re.compile(r"throughput: (\d+) MpiJobs .* all Scheduled after ([\d.]+) s: (\d+) jobs/s")
+# Printed only when the throughput run ran out of time.
+NOT_ALL = re.compile(r"NOT all scheduled within \d+ s: (\d+) were")
 RSS_AFTER = re.compile(r"controller RSS after it: (\d+) MiB \(peak (\d+) MiB\)")
 STORED = re.compile(r"memory: (\d+) MpiJobs stored in ([\d.]+) s")
 RECONCILED = re.compile(r"reconciled them in ([\d.]+) s.*RSS (\d+) MiB \(peak (\d+) MiB\)")
@@ -126,6 +128,8 @@ def run(sizes, controller_sizes, target_dir, smoke, log_path, parts, crit, contr
             }
             out = cargo_bench("mpiswarm", "controller", cenv, profile, [], log)
             row = {"jobs": n, "agents": cenv["MPISWARM_BENCH_AGENTS"]}
+            short = NOT_ALL.search(out)
+            row["scheduled"] = float(short.group(1)) if short else float(n)
             for pattern, names in [
                 (THROUGHPUT, ["_", "scheduled_after_s", "jobs_per_s"]),
                 (RSS_AFTER, ["rss_after_throughput_mib", "peak_after_throughput_mib"]),
