@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures::{StreamExt, stream};
+use futures::{FutureExt, StreamExt, stream};
 use kube::ResourceExt;
 use mpiswarm_mesos::client::{Backoff, ClientError, SchedulerClient};
 use mpiswarm_mesos::framework::{Capability, CapabilityType};
@@ -325,6 +325,13 @@ impl Session<'_> {
     fn is_stray(&self, task_id: &str) -> bool {
         let Some(name) = TaskName::parse(task_id) else { return false };
         let Some(store) = self.ctx.store.get() else { return false };
+        // Updates of running tasks arrive as soon as we subscribe (a RECONCILE
+        // answers for each), maybe before the cache has listed the MpiJobs:
+        // against an empty cache every task looks like a stray, and a new
+        // leader killed the launchers of the gangs it was taking over.
+        if store.wait_until_ready().now_or_never().is_none_or(|r| r.is_err()) {
+            return false;
+        }
         let job =
             store.state().into_iter().find(|j| j.uid().is_some_and(|u| crate::names::short_uid(&u) == name.short_uid));
         match job {
