@@ -54,6 +54,14 @@ struct RefusalFilter {
     expires: Duration,
 }
 
+impl RefusalFilter {
+    /// Whether this refusal keeps `free` from its (framework, role) at `now`:
+    /// it has not expired and `free` is no more than what was refused.
+    fn refuses(&self, free: &Quantities, now: Duration) -> bool {
+        self.expires > now && self.resources.contains(free)
+    }
+}
+
 /// Tunables of the loop.
 #[derive(Debug, Clone)]
 pub struct AllocatorConfig {
@@ -304,7 +312,7 @@ impl Allocator {
             let refusals = filters_by_agent.get(agent.as_str());
             let picked = sorter.pick(|role, framework| {
                 !refusals.is_some_and(|list| {
-                    list.iter().any(|(fw, r, f)| *fw == framework && *r == role && f.resources.contains(&free))
+                    list.iter().any(|(fw, r, f)| *fw == framework && *r == role && f.refuses(&free, now))
                 })
             });
             let Some((role, framework)) = picked else { return };
@@ -335,7 +343,7 @@ impl Allocator {
     pub fn filtered(&self, framework: &str, role: &str, agent: &str, free: &Quantities, now: Duration) -> bool {
         self.filters
             .get(&(framework.to_owned(), role.to_owned(), agent.to_owned()))
-            .is_some_and(|live| live.iter().any(|f| f.expires > now && f.resources.contains(free)))
+            .is_some_and(|live| live.iter().any(|f| f.refuses(free, now)))
     }
 }
 
