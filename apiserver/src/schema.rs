@@ -153,6 +153,12 @@ fn invalid(causes: &mut Vec<Cause>, path: &str, v: &Value, detail: String) {
 }
 
 fn validate(c: &Compiled, schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>) {
+    validate_node(c, schema, v, path, causes, true);
+}
+
+/// [`validate`], where `required` says whether this node's `required` list
+/// is checked (not at the root, whose list includes the envelope).
+fn validate_node(c: &Compiled, schema: &Value, v: &Value, path: &str, causes: &mut Vec<Cause>, required: bool) {
     let int_or_string = schema["x-kubernetes-int-or-string"].as_bool() == Some(true);
     if let Some(t) = schema["type"].as_str() {
         let actual = type_name(v);
@@ -244,7 +250,8 @@ fn validate(c: &Compiled, schema: &Value, v: &Value, path: &str, causes: &mut Ve
             }
         }
         Value::Object(map) => {
-            for r in schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+            let required = if required { schema["required"].as_array() } else { None };
+            for r in required.into_iter().flatten().filter_map(Value::as_str) {
                 if !map.contains_key(r) {
                     causes.push(Cause {
                         reason: "FieldValueRequired",
@@ -314,17 +321,14 @@ pub fn check(schema: &Value, compiled: &Compiled, object: &mut Value, old: Optio
         out.causes.push(Cause { reason: "FieldValueInvalid", field: "".into(), message: "must be an object".into() });
         return out;
     };
-    // apiVersion, kind and metadata belong to the server, not to the schema.
-    let mut body: Map<String, Value> =
-        obj.iter().filter(|(k, _)| !is_envelope(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
-    let mut value = Value::Object(std::mem::take(&mut body));
+    // apiVersion, kind and metadata belong to the server, not to the schema:
+    // the body is moved out of the object (not copied) and back in below.
+    let body_keys: Vec<String> = obj.keys().filter(|k| !is_envelope(k)).cloned().collect();
+    let body: Map<String, Value> = body_keys.into_iter().filter_map(|k| obj.remove(&k).map(|v| (k, v))).collect();
+    let mut value = Value::Object(body);
     prune_and_default(schema, &mut value, "", &mut out.unknown);
     // The envelope is not the schema's to require (checked below without it).
-    let mut root_schema = schema.clone();
-    if let Some(m) = root_schema.as_object_mut() {
-        m.remove("required");
-    }
-    validate(compiled, &root_schema, &value, "", &mut out.causes);
+    validate_node(compiled, schema, &value, "", &mut out.causes, false);
     if let Some(m) = value.as_object() {
         for r in schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str) {
             if !m.contains_key(r) && !is_envelope(r) {

@@ -108,9 +108,10 @@ pub fn spawn(
         let _exit = Exit(exit_tx);
         let mut writer = Writer { conn, state, notify, commits: 0 };
         while let Ok(req) = rx.recv() {
-            let answer = writer.commit(&req);
+            let Request { key, seen, kind, object, reply } = req;
+            let answer = writer.commit(key, seen.as_ref(), kind, object);
             // The caller may have gone away (client disconnected): nothing to tell.
-            let _ = req.reply.send(answer);
+            let _ = reply.send(answer);
         }
     })?;
     Ok((tx, exit_rx))
@@ -138,54 +139,53 @@ fn same(a: Option<&Arc<Value>>, b: Option<&Arc<Value>>) -> bool {
 }
 
 impl Writer {
-    fn commit(&mut self, req: &Request) -> ApiResult<Option<Arc<Change>>> {
+    fn commit(
+        &mut self,
+        key: String,
+        seen: Option<&Arc<Value>>,
+        kind: ChangeType,
+        mut object: Value,
+    ) -> ApiResult<Option<Arc<Change>>> {
         let (current, next_rv, compacted_before, compacted) = {
             let s = locks::read(&self.state);
-            let current = s.get(&req.key).cloned();
-            if !same(current.as_ref(), req.seen.as_ref()) {
+            let current = s.get(&key).cloned();
+            if !same(current.as_ref(), seen) {
                 return Ok(None);
             }
             (current, s.rv() + 1, s.compacted(), s.compacted_after_one_more())
         };
-        let mut object = req.object.clone();
         set_rv(&mut object, next_rv);
         let text = object.to_string();
         let tx = self.conn.transaction()?;
-        match req.kind {
+        // Cached statements: parsing the SQL again on every commit cost
+        // more than running it.
+        match kind {
             ChangeType::Deleted => {
-                tx.execute("DELETE FROM objects WHERE key = ?1", [&req.key])?;
+                tx.prepare_cached("DELETE FROM objects WHERE key = ?1")?.execute([&key])?;
             }
             _ => {
-                tx.execute(
+                tx.prepare_cached(
                     "INSERT INTO objects (key, rv, value) VALUES (?1, ?2, ?3) ON CONFLICT(key) DO UPDATE SET rv = excluded.rv, value = excluded.value",
-                    params![req.key, next_rv as i64, text],
-                )?;
+                )?
+                .execute(params![key, next_rv as i64, text])?;
             }
         }
-        tx.execute(
-            "INSERT INTO changes (rv, type, key, value) VALUES (?1, ?2, ?3, ?4)",
-            params![next_rv as i64, req.kind.as_str(), req.key, text],
-        )?;
-        tx.execute(
-            "INSERT INTO meta (name, value) VALUES ('rv', ?1) ON CONFLICT(name) DO UPDATE SET value = excluded.value",
-            [next_rv as i64],
-        )?;
+        tx.prepare_cached("INSERT INTO changes (rv, type, key, value) VALUES (?1, ?2, ?3, ?4)")?.execute(params![
+            next_rv as i64,
+            kind.as_str(),
+            key,
+            text
+        ])?;
+        let set_meta =
+            "INSERT INTO meta (name, value) VALUES (?1, ?2) ON CONFLICT(name) DO UPDATE SET value = excluded.value";
+        tx.prepare_cached(set_meta)?.execute(params!["rv", next_rv as i64])?;
         if compacted != compacted_before {
             // In the same transaction: on restart the log must never claim
             // history that the periodic cleanup below already deleted.
-            tx.execute(
-                "INSERT INTO meta (name, value) VALUES ('compacted', ?1) ON CONFLICT(name) DO UPDATE SET value = excluded.value",
-                [compacted as i64],
-            )?;
+            tx.prepare_cached(set_meta)?.execute(params!["compacted", compacted as i64])?;
         }
         tx.commit()?;
-        let change = Arc::new(Change {
-            rv: next_rv,
-            kind: req.kind,
-            key: req.key.clone(),
-            object: Arc::new(object),
-            prev: current,
-        });
+        let change = Arc::new(Change { rv: next_rv, kind, key, object: Arc::new(object), prev: current });
         locks::write(&self.state).apply(change.clone());
         self.notify.send_replace(next_rv);
         self.commits += 1;

@@ -1,13 +1,14 @@
 //! Rules the CRD schema cannot express, checked in Rust, plus the schema's
 //! own ranges and enums again, so that a job parsed straight from a file or
-//! stored under an older CRD gets the same precise message. Today only this
-//! crate's tests call `validate()` (over the shipped examples and bad specs);
-//! it is meant for the controller, which has not landed yet, to report
-//! failures as an `Invalid` condition. Never does I/O and never changes the
-//! spec.
+//! stored under an older CRD gets the same precise message. The controller
+//! calls `validate()` on every reconcile and reports a failure as the
+//! `Invalid` condition. Never does I/O and never changes the spec.
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::LazyLock;
+
+use regex_lite::Regex;
 
 use crate::quantity;
 use crate::spec::{MpiJobSpec, ROLE_PATTERN};
@@ -89,7 +90,7 @@ impl MpiJobSpec {
         self.validate_mpi(&mut c);
         self.validate_volumes(&mut c);
         c.check(
-            regex_lite::Regex::new(ROLE_PATTERN).is_ok_and(|re| re.is_match(&self.role)),
+            matches(&ROLE, &self.role),
             "spec.role",
             format!("{:?}", self.role),
             "must be * or a Mesos role name: parts separated by single slashes, none empty, \".\", \"..\" or \"*\", none starting with -, no whitespace",
@@ -234,7 +235,19 @@ fn is_attribute_name(s: &str) -> bool {
 /// with lower-case path components.
 pub fn is_image_reference(s: &str) -> bool {
     const REFERENCE: &str = r"^(([a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)*(:[0-9]+)?|\[[0-9a-fA-F:]+\](:[0-9]+)?)/)?[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(@sha256:[a-f0-9]{64})?$";
-    regex_lite::Regex::new(REFERENCE).is_ok_and(|re| re.is_match(s))
+    static RE: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(REFERENCE).ok());
+    matches(&RE, s)
+}
+
+/// The role pattern, compiled once: validation runs on every write of a job
+/// (the API server's admission and each reconcile), and compiling a pattern
+/// costs far more than matching it.
+static ROLE: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(ROLE_PATTERN).ok());
+
+/// Whether `s` matches a compiled constant pattern (one that failed to
+/// compile matches nothing; the tests compile each).
+fn matches(re: &LazyLock<Option<Regex>>, s: &str) -> bool {
+    re.as_ref().is_some_and(|re| re.is_match(s))
 }
 
 #[cfg(test)]
