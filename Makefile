@@ -1,6 +1,7 @@
 # mpiswarm: build, test, generate, run.
 #   make run    bring the stack up and run examples/pi.yaml to completion
-#   make test   everything CI runs: lints, unit, integration and end-to-end tests
+#   make test   everything CI runs: lints, unit, integration and end-to-end tests,
+#               and make bench once at tiny sizes (bench-smoke), so it cannot rot
 SHELL := /bin/bash
 CARGO ?= cargo
 MPISWARM = $(CARGO) run -q -p mpiswarm --
@@ -15,7 +16,7 @@ help:
 build: ## build the mpiswarm binary
 	$(CARGO) build -p mpiswarm
 
-test: lint images unit ## lints, then every test (needs Docker, kubectl, python3)
+test: lint images unit bench-smoke ## lints, then every test, then the benchmarks' smoke run (needs Docker, kubectl, python3)
 
 lint: fmt-check clippy ## rustfmt and clippy, warnings are errors
 
