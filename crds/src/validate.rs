@@ -239,9 +239,8 @@ pub fn is_image_reference(s: &str) -> bool {
     matches(&RE, s)
 }
 
-/// The role pattern, compiled once: validation runs on every write of a job
-/// (the API server's admission and each reconcile), and compiling a pattern
-/// costs far more than matching it.
+/// The role pattern, compiled once: the controller validates on every
+/// reconcile, and compiling a pattern costs far more than matching it.
 static ROLE: LazyLock<Option<Regex>> = LazyLock::new(|| Regex::new(ROLE_PATTERN).ok());
 
 /// Whether `s` matches a compiled constant pattern (one that failed to
