@@ -1,6 +1,7 @@
 //! The agent's own HTTP endpoints, for operators and orchestrators:
 //! `/healthz` (the process serves), `/readyz` (subscribed to the offer layer
-//! right now), `/metrics` (Prometheus text), `/state` (the tasks it knows,
+//! right now), `/metrics` (OpenMetrics text; the three served by
+//! [`mpiswarm_health`]), `/state` (the tasks it knows,
 //! as JSON) and `/files/read`, `/files/browse` (tasks' kept output,
 //! [`crate::files`]). Read-only: nothing here changes what the agent does.
 
@@ -9,9 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use mpiswarm_health::{Component, Probe};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -32,15 +33,15 @@ struct Endpoints<S: Swarm> {
     connection: Arc<Connection>,
 }
 
+/// `/healthz`, `/readyz`, `/metrics` ([`mpiswarm_health`]) and the agent's own routes.
 pub fn router<S: Swarm + 'static>(agent: Arc<Agent<S>>, connection: Arc<Connection>) -> Router {
+    let health = Arc::new(Health::new(Arc::clone(&agent), Arc::clone(&connection)));
     Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz::<S>))
-        .route("/metrics", get(metrics::<S>))
         .route("/state", get(state::<S>))
         .route("/files/read", get(files_read::<S>))
         .route("/files/browse", get(files_browse::<S>))
         .with_state(Arc::new(Endpoints { agent, connection }))
+        .merge(mpiswarm_health::router(health))
 }
 
 async fn files_read<S: Swarm + 'static>(State(e): State<Arc<Endpoints<S>>>, q: files::Read) -> Response {
@@ -51,63 +52,71 @@ async fn files_browse<S: Swarm + 'static>(State(e): State<Arc<Endpoints<S>>>, q:
     files::browse(e.agent.sandbox().clone(), q.0).await
 }
 
-async fn readyz<S: Swarm + 'static>(State(e): State<Arc<Endpoints<S>>>) -> Response {
-    if e.connection.subscribed.load(Ordering::Relaxed) {
-        (StatusCode::OK, "ready").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not subscribed to the offer layer").into_response()
-    }
-}
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabel {
     state: String,
 }
 
-async fn metrics<S: Swarm + 'static>(State(e): State<Arc<Endpoints<S>>>) -> Response {
-    let mut registry = Registry::with_prefix("mpiswarm_agent");
-    let tasks = Family::<StateLabel, Gauge>::default();
-    for (_, _, state) in e.agent.snapshot() {
-        tasks.get_or_create(&StateLabel { state: state.as_str().to_owned() }).inc();
+/// The agent's metrics, registered once: its counters as they count, and
+/// the gauges read from the agent at each scrape.
+struct Health<S: Swarm> {
+    agent: Arc<Agent<S>>,
+    connection: Arc<Connection>,
+    registry: Registry,
+    tasks: Family<StateLabel, Gauge>,
+    subscribed: Gauge,
+    serving: Gauge,
+}
+
+impl<S: Swarm + 'static> Health<S> {
+    fn new(agent: Arc<Agent<S>>, connection: Arc<Connection>) -> Self {
+        let mut registry = Registry::with_prefix("mpiswarm_agent");
+        let (tasks, subscribed, serving) = (Family::default(), Gauge::default(), Gauge::default());
+        registry.register("tasks", "Tasks this agent knows, by the state last reported", tasks.clone());
+        registry.register("subscribed", "1 while the event stream from the offer layer is up", subscribed.clone());
+        registry.register("serving", "0 while the served swarm node is down (the agent is withdrawn)", serving.clone());
+        let c = &agent.counters;
+        for (name, help, counter) in [
+            (
+                "node_losses",
+                "Times the served swarm node went down (its tasks were reported TASK_LOST)",
+                &c.node_losses,
+            ),
+            ("launched", "Tasks started as services", &c.launched),
+            ("launch_failures", "Launches rolled back because Swarm refused an object", &c.launch_failures),
+            ("refused", "LAUNCH and LAUNCH_GROUP refused as invalid", &c.refused),
+            ("status_updates", "Status updates the offer layer accepted", &c.status_updates),
+            ("resyncs", "Full comparisons with Swarm", &c.resyncs),
+            ("objects_removed", "Networks, secrets and configs garbage-collected", &c.objects_removed),
+            ("store_errors", "Writes to the data directory that failed (task records, agent id)", &c.store_errors),
+            ("orphans_removed", "Services no task owned, removed after the grace period", &c.orphans_removed),
+        ] {
+            registry.register(name, help, counter.clone());
+        }
+        Self { agent, connection, registry, tasks, subscribed, serving }
     }
-    registry.register("tasks", "Tasks this agent knows, by the state last reported", tasks);
-    let subscribed = Gauge::<i64>::default();
-    subscribed.set(i64::from(e.connection.subscribed.load(Ordering::Relaxed)));
-    registry.register("subscribed", "1 while the event stream from the offer layer is up", subscribed);
-    let serving = Gauge::<i64>::default();
-    serving.set(i64::from(e.agent.serving()));
-    registry.register("serving", "0 while the served swarm node is down (the agent is withdrawn)", serving);
-    registry.register(
-        "node_losses",
-        "Times the served swarm node went down (its tasks were reported TASK_LOST)",
-        e.agent.counters.node_losses.clone(),
-    );
-    let c = &e.agent.counters;
-    registry.register("launched", "Tasks started as services", c.launched.clone());
-    registry.register(
-        "launch_failures",
-        "Launches rolled back because Swarm refused an object",
-        c.launch_failures.clone(),
-    );
-    registry.register("refused", "LAUNCH and LAUNCH_GROUP refused as invalid", c.refused.clone());
-    registry.register("status_updates", "Status updates the offer layer accepted", c.status_updates.clone());
-    registry.register("resyncs", "Full comparisons with Swarm", c.resyncs.clone());
-    registry.register("objects_removed", "Networks, secrets and configs garbage-collected", c.objects_removed.clone());
-    registry.register(
-        "store_errors",
-        "Writes to the data directory that failed (task records, agent id)",
-        c.store_errors.clone(),
-    );
-    registry.register(
-        "orphans_removed",
-        "Services no task owned, removed after the grace period",
-        c.orphans_removed.clone(),
-    );
-    let mut body = String::new();
-    match prometheus_client::encoding::text::encode(&mut body, &registry) {
-        Ok(()) => ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], body)
-            .into_response(),
-        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "metrics encoding failed").into_response(),
+}
+
+impl<S: Swarm + 'static> Component for Health<S> {
+    fn ready(&self) -> Probe {
+        if self.connection.subscribed.load(Ordering::Relaxed) {
+            Probe::pass("ready")
+        } else {
+            Probe::fail("not subscribed to the offer layer")
+        }
+    }
+
+    fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    fn refresh(&self) {
+        self.tasks.clear();
+        for (_, _, state) in self.agent.snapshot() {
+            self.tasks.get_or_create(&StateLabel { state: state.as_str().to_owned() }).inc();
+        }
+        self.subscribed.set(i64::from(self.connection.subscribed.load(Ordering::Relaxed)));
+        self.serving.set(i64::from(self.agent.serving()));
     }
 }
 
@@ -127,4 +136,40 @@ async fn state<S: Swarm + 'static>(State(e): State<Arc<Endpoints<S>>>) -> Respon
         "tasks": tasks,
     }))
     .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake_swarm::FakeSwarm;
+    use crate::lifecycle::tests::{agent, fw, task};
+
+    #[tokio::test]
+    async fn a_scrape_shows_what_was_counted_since_start_and_reads_tasks_and_subscription_anew() {
+        let f = agent(FakeSwarm::default());
+        let connection = Arc::new(Connection::default());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let app = router(Arc::clone(&f.agent), Arc::clone(&connection));
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        let get = |path: &str| reqwest::get(format!("{base}{path}"));
+
+        assert_eq!(get("/readyz").await.unwrap().status(), 503, "not subscribed yet");
+        let metrics = get("/metrics").await.unwrap();
+        assert_eq!(metrics.headers()["content-type"], mpiswarm_health::CONTENT_TYPE);
+        let before = metrics.text().await.unwrap();
+        assert!(before.contains("mpiswarm_agent_subscribed 0\n"), "{before}");
+        assert!(before.contains("mpiswarm_agent_launched_total 0\n"), "{before}");
+        assert!(!before.contains("mpiswarm_agent_tasks{"), "no task yet: {before}");
+
+        let (id, info) = fw();
+        f.agent.launch(id, &info, None, vec![task("t1")]).await;
+        connection.subscribed.store(true, Ordering::Relaxed);
+        assert_eq!(get("/readyz").await.unwrap().status(), 200, "subscribed, so ready");
+        let after = get("/metrics").await.unwrap().text().await.unwrap();
+        assert!(after.contains("mpiswarm_agent_subscribed 1\n"), "{after}");
+        assert!(after.contains("mpiswarm_agent_launched_total 1\n"), "{after}");
+        assert!(after.contains("mpiswarm_agent_tasks{state=\"TASK_STARTING\"} 1\n"), "{after}");
+        server.abort();
+    }
 }
