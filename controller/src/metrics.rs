@@ -1,8 +1,6 @@
 //! The controller's Prometheus metrics: jobs by phase, time from creation to
 //! Running, reconcile duration and errors by type, and the offer traffic.
 
-use std::sync::Mutex;
-
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -21,7 +19,8 @@ pub struct ErrorLabel {
 }
 
 pub struct Metrics {
-    registry: Mutex<Registry>,
+    /// Registered once, here; `/metrics` encodes it ([`crate::http`]).
+    registry: Registry,
     pub jobs: Family<PhaseLabel, Gauge>,
     pub creation_to_running: Histogram,
     pub reconcile_seconds: Histogram,
@@ -35,8 +34,8 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let m = Self {
-            registry: Mutex::new(Registry::with_prefix("mpiswarm_controller")),
+        let mut m = Self {
+            registry: Registry::with_prefix("mpiswarm_controller"),
             jobs: Family::default(),
             creation_to_running: Histogram::new(exponential_buckets(0.25, 2.0, 14)),
             reconcile_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
@@ -47,34 +46,28 @@ impl Default for Metrics {
             gangs_launched: Counter::default(),
             subscriptions: Counter::default(),
         };
-        if let Ok(mut r) = m.registry.lock() {
-            r.register("jobs", "MpiJobs by phase", m.jobs.clone());
-            r.register(
-                "creation_to_running_seconds",
-                "Seconds from an MpiJob's creation to its gang running",
-                m.creation_to_running.clone(),
-            );
-            r.register("reconcile_duration_seconds", "Duration of one reconcile", m.reconcile_seconds.clone());
-            r.register("reconcile_errors", "Reconcile errors by type", m.reconcile_errors.clone());
-            r.register("offers_received", "Mesos offers received", m.offers_received.clone());
-            r.register("offers_accepted", "Mesos offers accepted", m.offers_accepted.clone());
-            r.register("offers_declined", "Mesos offers declined", m.offers_declined.clone());
-            r.register("gangs_launched", "Gangs launched (all their ACCEPTs sent)", m.gangs_launched.clone());
-            r.register("subscriptions", "Successful SUBSCRIBEs to the master", m.subscriptions.clone());
-        }
+        let r = &mut m.registry;
+        r.register("jobs", "MpiJobs by phase", m.jobs.clone());
+        r.register(
+            "creation_to_running_seconds",
+            "Seconds from an MpiJob's creation to its gang running",
+            m.creation_to_running.clone(),
+        );
+        r.register("reconcile_duration_seconds", "Duration of one reconcile", m.reconcile_seconds.clone());
+        r.register("reconcile_errors", "Reconcile errors by type", m.reconcile_errors.clone());
+        r.register("offers_received", "Mesos offers received", m.offers_received.clone());
+        r.register("offers_accepted", "Mesos offers accepted", m.offers_accepted.clone());
+        r.register("offers_declined", "Mesos offers declined", m.offers_declined.clone());
+        r.register("gangs_launched", "Gangs launched (all their ACCEPTs sent)", m.gangs_launched.clone());
+        r.register("subscriptions", "Successful SUBSCRIBEs to the master", m.subscriptions.clone());
         m
     }
 }
 
 impl Metrics {
-    /// The Prometheus text exposition.
-    pub fn encode(&self) -> String {
-        let mut out = String::new();
-        let registry = self.registry.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &registry) {
-            tracing::warn!(error = %e, "encoding metrics failed");
-        }
-        out
+    /// What `/metrics` encodes.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
     }
 
     pub fn reconcile_error(&self, label: &str) {
