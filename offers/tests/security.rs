@@ -1,6 +1,6 @@
 //! Off loopback nobody gets in without TLS and credentials: an agent that
 //! sends no credentials is refused (401) and one that sends them registers
-//! and runs tasks; a TLS offer layer is reached by a client that trusts its
+//! and runs tasks (`/metrics` asks for them too, the probes do not); a TLS offer layer is reached by a client that trusts its
 //! CA and refused by one that does not; listening beyond loopback without
 //! TLS or credentials does not start at all.
 
@@ -40,6 +40,16 @@ async fn an_agent_without_credentials_gets_401_and_with_them_it_registers_and_ru
     let refused = wrong.subscribe(agent_info("nobody"), Vec::new()).await.err().expect("no SUBSCRIBED");
     assert_eq!(refused.status(), Some(401), "{refused}");
     assert!(refused.to_string().contains("principal 'agent'"), "{refused}");
+
+    // The metrics need the credentials too; the probes are open to any supervisor.
+    let http = reqwest::Client::new();
+    assert_eq!(http.get(format!("{}/metrics", c.url())).send().await.unwrap().status(), 401);
+    let metrics = http.get(format!("{}/metrics", c.url())).basic_auth("agent", Some("s3cret")).send().await.unwrap();
+    assert_eq!(metrics.status(), 200);
+    assert_eq!(metrics.headers()["content-type"], mpiswarm_health::CONTENT_TYPE);
+    for probe in ["/health", "/healthz", "/readyz"] {
+        assert_eq!(http.get(format!("{}{probe}", c.url())).send().await.unwrap().status(), 200, "{probe}");
+    }
 
     let mut agent =
         TestAgent::start_with_client(AgentClient::new(&c.url(), credential("agent", "s3cret")), agent_info("node1"));

@@ -1,18 +1,18 @@
 //! Operator endpoints: `/version`, `/health` (`/healthz`, `/readyz`),
-//! `/master/state`, `/metrics/snapshot` and Prometheus `/metrics`. They only
-//! read the master.
+//! `/master/state`, `/metrics/snapshot` and Prometheus `/metrics` (the
+//! probes and `/metrics` served by [`mpiswarm_health`]). They only read the
+//! master.
 
 use super::Shared;
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use prometheus_client::encoding::text::encode;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
+use mpiswarm_health::{Component, Probe};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 pub async fn version() -> Json<serde_json::Value> {
     Json(serde_json::json!({
@@ -26,29 +26,56 @@ pub async fn version() -> Json<serde_json::Value> {
     }))
 }
 
-/// 200 while the server works; 503 while registry writes fail, with the
-/// error, so an operator or supervisor sees what a log line alone would hide.
-pub async fn health(State(shared): State<Arc<Shared>>) -> Response {
-    match shared.master().registry_progress().failing() {
-        None => StatusCode::OK.into_response(),
-        Some(error) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "registry write failed: {error}; ids registered since the last good write would not survive a restart"
-            ),
-        )
-            .into_response(),
+/// What `/healthz`, `/readyz` and `/metrics` read ([`mpiswarm_health`]).
+#[derive(Debug)]
+pub struct Operator {
+    shared: Arc<Shared>,
+    /// Built once; its one collector reads the master at each scrape.
+    registry: Registry,
+}
+
+impl Operator {
+    pub fn new(shared: Arc<Shared>) -> Arc<Self> {
+        let mut registry = Registry::with_prefix("mpiswarm_offers");
+        registry.register_collector(Box::new(Snapshot(Arc::clone(&shared))));
+        Arc::new(Self { shared, registry })
     }
 }
 
-/// Ready to serve frameworks: right after the registry was read (as in
-/// Mesos, agents still expected back do not hold frameworks out), unless
-/// registry writes fail.
-pub async fn ready(State(shared): State<Arc<Shared>>) -> Response {
-    match shared.master().registry_progress().failing() {
-        None => (StatusCode::OK, "ready").into_response(),
-        Some(error) => (StatusCode::SERVICE_UNAVAILABLE, format!("registry write failed: {error}")).into_response(),
+impl Component for Operator {
+    fn live(&self) -> Probe {
+        health(&self.shared)
     }
+
+    /// Ready to serve frameworks: right after the registry was read (as in
+    /// Mesos, agents still expected back do not hold frameworks out), unless
+    /// registry writes fail.
+    fn ready(&self) -> Probe {
+        match self.shared.master().registry_progress().failing() {
+            None => Probe::pass("ready"),
+            Some(error) => Probe::fail(format!("registry write failed: {error}")),
+        }
+    }
+
+    fn registry(&self) -> &Registry {
+        &self.registry
+    }
+}
+
+/// 200 while the server works; 503 while registry writes fail, with the
+/// error, so an operator or supervisor sees what a log line alone would hide.
+fn health(shared: &Shared) -> Probe {
+    match shared.master().registry_progress().failing() {
+        None => Probe::pass(""),
+        Some(error) => Probe::fail(format!(
+            "registry write failed: {error}; ids registered since the last good write would not survive a restart"
+        )),
+    }
+}
+
+/// `/health`, Mesos' name for `/healthz`.
+pub async fn mesos_health(State(shared): State<Arc<Shared>>) -> Probe {
+    health(&shared)
 }
 
 pub async fn state(State(shared): State<Arc<Shared>>) -> Json<serde_json::Value> {
@@ -72,32 +99,28 @@ fn is_counter(key: &str) -> bool {
         || key.starts_with("registrar/registry_write")
 }
 
-/// The snapshot in Prometheus text format (`mpiswarm_offers_master_tasks_running` ...).
-pub async fn prometheus(State(shared): State<Arc<Shared>>) -> Response {
-    let uptime = shared.now().as_secs_f64();
-    let snapshot = shared.master().metrics_snapshot(uptime);
-    let mut registry = Registry::with_prefix("mpiswarm_offers");
-    for (key, value) in snapshot {
-        let name = key.replace('/', "_");
-        let help = format!("Mesos metric {key}");
-        if is_counter(&key) {
-            let c: Counter<f64, AtomicU64> = Counter::default();
-            c.inc_by(value);
-            registry.register(name.trim_end_matches("_total"), help, c);
-        } else {
-            let g: Gauge<f64, AtomicU64> = Gauge::default();
-            g.set(value);
-            registry.register(name, help, g);
+/// The snapshot as Prometheus metrics (`mpiswarm_offers_master_tasks_running`
+/// ...), read from the master at each scrape.
+#[derive(Debug)]
+struct Snapshot(Arc<Shared>);
+
+impl Collector for Snapshot {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let uptime = self.0.now().as_secs_f64();
+        let snapshot = self.0.master().metrics_snapshot(uptime);
+        for (key, value) in snapshot {
+            let name = key.replace('/', "_");
+            // As `Registry::register` writes help texts.
+            let help = format!("Mesos metric {key}.");
+            if is_counter(&key) {
+                let counter = ConstCounter::new(value);
+                let name = name.trim_end_matches("_total");
+                counter.encode(encoder.encode_descriptor(name, &help, None, counter.metric_type())?)?;
+            } else {
+                let gauge = ConstGauge::new(value);
+                gauge.encode(encoder.encode_descriptor(&name, &help, None, gauge.metric_type())?)?;
+            }
         }
+        Ok(())
     }
-    let mut out = String::new();
-    if let Err(e) = encode(&mut out, &registry) {
-        return (StatusCode::INTERNAL_SERVER_ERROR, format!("cannot encode metrics: {e}")).into_response();
-    }
-    let mut resp = out.into_response();
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
-    );
-    resp
 }

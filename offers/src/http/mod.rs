@@ -87,19 +87,19 @@ async fn durable(ticket: Option<Ticket>, what: &str) -> Result<(), CallError> {
 
 /// All routes.
 pub fn router(shared: Arc<Shared>) -> Router {
+    let operator = endpoints::Operator::new(Arc::clone(&shared));
     let api = Router::new()
         .route("/api/v1/scheduler", post(scheduler::handle))
         .route(mpiswarm_mesos::agent_api::PATH, post(agent::handle))
         .route("/master/state", get(endpoints::state))
         .route("/state", get(endpoints::state))
         .route("/metrics/snapshot", get(endpoints::metrics_snapshot))
-        .route("/metrics", get(endpoints::prometheus))
+        .merge(mpiswarm_health::metrics(Arc::clone(&operator)))
         .layer(axum::middleware::from_fn_with_state(shared.clone(), auth::basic_auth));
     Router::new()
         .route("/version", get(endpoints::version))
-        .route("/health", get(endpoints::health))
-        .route("/healthz", get(endpoints::health))
-        .route("/readyz", get(endpoints::ready))
+        .route("/health", get(endpoints::mesos_health))
+        .merge(mpiswarm_health::probes(operator))
         .merge(api)
         .layer(axum::extract::DefaultBodyLimit::max(shared.config.max_body_bytes.max(1024)))
         .layer(shared.fatal.catch_panic_layer())
