@@ -186,13 +186,12 @@ async fn route(
     let types = shared.api.registry.all();
     let is_get = method == Method::GET;
     match segs.as_slice() {
-        ["healthz" | "readyz" | "livez"] => return Ok((StatusCode::OK, "ok").into_response()),
+        // Answered here rather than by `mpiswarm_health::router`, so that the
+        // token check and the audit log above see these requests too.
+        ["healthz" | "readyz" | "livez"] => return Ok(mpiswarm_health::Probe::pass("ok").into_response()),
         ["metrics"] if is_get => {
             shared.api.metrics.resource_version.set(shared.api.store.current_rv());
-            let mut r = (StatusCode::OK, shared.api.metrics.encode()).into_response();
-            r.headers_mut()
-                .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
-            return Ok(r);
+            return Ok(mpiswarm_health::encode(shared.api.metrics.registry()));
         }
         ["version"] => {
             return Ok(ok(

@@ -49,12 +49,9 @@ impl Metrics {
             .inc();
     }
 
-    /// The text exposition format.
-    pub fn encode(&self) -> String {
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+    /// What `/metrics` encodes (`mpiswarm_health::encode`).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
     }
 }
 

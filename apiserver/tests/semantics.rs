@@ -312,10 +312,17 @@ async fn events_have_one_store_and_two_views_and_tables_use_printer_columns() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn metrics_count_requests_and_open_watches() {
-    let (_s, c) = setup().await;
+    let (s, c) = setup().await;
+    // Without the token: the probes answer, the metrics do not.
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(s.dir.path().join("ca.crt")).expect("ca.crt")).expect("pem");
+    let anonymous = reqwest::Client::builder().add_root_certificate(ca).build().expect("client");
+    assert_eq!(anonymous.get(format!("{}/metrics", c.base)).send().await.expect("metrics").status(), 401);
+    assert_eq!(anonymous.get(format!("{}/readyz", c.base)).send().await.expect("readyz").status(), 200);
     c.post(CMS, cm("m", json!({}))).await;
     let _watch = c.watch(&format!("{CMS}?watch=true")).await;
-    let text = c.http.get(format!("{}/metrics", c.base)).send().await.expect("metrics").text().await.expect("text");
+    let resp = c.http.get(format!("{}/metrics", c.base)).send().await.expect("metrics");
+    assert_eq!(resp.headers()["content-type"], mpiswarm_health::CONTENT_TYPE);
+    let text = resp.text().await.expect("text");
     assert!(
         text.contains(r#"apiserver_request_total{verb="create",group="",resource="configmaps",code="201"} 1"#),
         "{text}"
