@@ -29,11 +29,6 @@ impl Registry {
         self.all().iter().find(|t| t.group == group && t.version == version && t.plural == plural).cloned()
     }
 
-    /// Is `group/version` served at all (for a precise 404)?
-    pub fn serves_group_version(&self, group: &str, version: &str) -> bool {
-        self.all().iter().any(|t| t.group == group && t.version == version)
-    }
-
     /// Rebuild from the stored CRD objects. CRDs being deleted stay served
     /// until they are gone, as on a real cluster.
     pub fn reload<'a>(&self, crds: impl Iterator<Item = &'a Value>) {

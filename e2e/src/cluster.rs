@@ -147,11 +147,6 @@ impl Cluster {
             .collect()
     }
 
-    /// The `mpiswarm up` process (for tests that signal or replace it).
-    pub fn up_process(&mut self) -> &mut Child {
-        &mut self.up
-    }
-
     /// Nodes sorted by hostname; node1 is the manager.
     pub fn nodes(&self) -> &[Node] {
         &self.nodes

@@ -139,10 +139,6 @@ impl Allocator {
         }
     }
 
-    pub fn has_agent(&self, agent: &str) -> bool {
-        self.agents.contains_key(agent)
-    }
-
     /// Adds (or updates) a framework subscribed to `roles`, with some of them suppressed.
     pub fn add_framework(&mut self, framework: &str, roles: &[String], suppressed: &[String]) {
         let entry = self.frameworks.entry(framework.to_owned()).or_default();

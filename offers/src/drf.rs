@@ -180,10 +180,6 @@ impl DrfSorter {
         }
     }
 
-    pub fn is_active(&self, role: &str, client: &str) -> bool {
-        self.roles.get(role).and_then(|r| r.clients.get(client)).is_some_and(|c| c.active)
-    }
-
     /// Records that `amounts` were allocated to `client` in `role`.
     pub fn allocated(&mut self, role: &str, client: &str, amounts: &Scalars) {
         self.change(role, client, amounts, true);
@@ -282,14 +278,6 @@ impl DrfSorter {
     pub fn sorted_clients(&mut self, role: &str) -> Vec<String> {
         self.refresh();
         self.roles.get(role).map(|r| r.order.iter().map(|k| k.name.clone()).collect()).unwrap_or_default()
-    }
-
-    /// The dominant share of `client` in `role` (unweighted).
-    pub fn client_share(&self, role: &str, client: &str) -> f64 {
-        self.roles
-            .get(role)
-            .and_then(|r| r.clients.get(client))
-            .map_or(0.0, |c| dominant_share(&c.allocation, &self.total))
     }
 
     /// The weighted dominant share of `role`.

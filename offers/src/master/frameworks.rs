@@ -7,7 +7,7 @@
 use super::{CallError, Connection, Framework, Master, Opened};
 use crate::validation::FrameworkCall;
 use mpiswarm_mesos::scheduler::{Acknowledge, Event, Kill, Reconcile, Shutdown, Subscribe};
-use mpiswarm_mesos::{AgentId, FrameworkId, MasterInfo, Reason, TaskState, agent_api, validate_role};
+use mpiswarm_mesos::{FrameworkId, MasterInfo, Reason, TaskState, agent_api, validate_role};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -329,10 +329,5 @@ impl Master {
         for s in statuses {
             framework.send(&Event::update(s));
         }
-    }
-
-    /// The agent id a framework's task runs on, if it is known.
-    pub fn task_agent(&self, fw: &str, task: &str) -> Option<AgentId> {
-        self.tasks.get(&(fw.to_owned(), task.to_owned())).map(|t| t.agent_id.clone())
     }
 }
