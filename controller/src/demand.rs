@@ -1,6 +1,10 @@
 //! Translation between the MpiJob / Mesos vocabularies and the policy
 //! engine's plain data: an MpiJob spec becomes a [`JobDemand`], a set of
-//! Mesos offers becomes one [`AgentCapacity`] per agent. Pure: no I/O.
+//! Mesos offers becomes one [`AgentCapacity`] per agent, a [`Placement`]
+//! becomes the status' account of it and back. The one mapping between the
+//! crds and policy enums (the two crates depend on neither other) and the
+//! one place where the CRD's int32 counts meet the engine's u32, checked.
+//! Pure: no I/O, and it decides nothing (the engine and `plan.rs` do).
 
 use std::collections::BTreeMap;
 
