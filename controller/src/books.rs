@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use kube::runtime::reflector::ObjectRef;
 use mpiswarm_crds::MpiJob;
-use mpiswarm_mesos::{TaskState, TaskStatus};
+use mpiswarm_mesos::TaskStatus;
 use mpiswarm_policy::{AgentCapacity, JobDemand};
 
 use crate::gang::{GangBook, Stage};
@@ -293,17 +293,6 @@ impl Books {
     pub fn known_capacity(&self) -> (Vec<AgentCapacity>, u64) {
         let inner = self.lock();
         (inner.capacity.values().cloned().collect(), inner.capacity_epoch)
-    }
-
-    /// How many tasks of each state the books hold (for metrics and tests).
-    pub fn task_states(&self) -> BTreeMap<&'static str, usize> {
-        let mut out = BTreeMap::new();
-        for g in self.lock().jobs.values().filter_map(|j| j.gang.as_ref()) {
-            for t in g.tasks.values() {
-                *out.entry(t.state.map_or("UNKNOWN", TaskState::as_str)).or_default() += 1;
-            }
-        }
-        out
     }
 }
 

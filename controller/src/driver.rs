@@ -17,13 +17,15 @@ use kube::ResourceExt;
 use mpiswarm_mesos::client::{Backoff, ClientError, SchedulerClient};
 use mpiswarm_mesos::framework::{Capability, CapabilityType};
 use mpiswarm_mesos::scheduler::{Call, CallType, Event, EventType, ReconcileTask, Subscribe};
-use mpiswarm_mesos::{AgentId, Filters, FrameworkId, FrameworkInfo, Offer, Reason, TaskId, TaskState, TaskStatus};
+use mpiswarm_mesos::{
+    AgentId, Filters, FrameworkId, FrameworkInfo, MasterError, Offer, Reason, TaskId, TaskState, TaskStatus,
+};
 use mpiswarm_policy::RoundOptions;
 use tokio::sync::{mpsc, watch};
 
 use crate::books::TaskRef;
 use crate::context::{Command, Context, now};
-use crate::error::Error;
+use crate::error::{Error, SubscriptionEnded};
 use crate::framework_id::FrameworkIdStore;
 use crate::gang::{GangBook, Stage};
 use crate::names::TaskName;
@@ -88,10 +90,8 @@ pub async fn run(
                 ctx.subscribed.store(false, Ordering::SeqCst);
                 tracing::warn!(reason = %ended, master = %config.master, "subscription ended; re-subscribing");
             }
-            Err(ClientError::UnexpectedFirstEvent { got, .. })
-                if got.contains("removed") || got.contains("unknown") =>
-            {
-                tracing::warn!(error = %got, "the master no longer knows our framework id; subscribing afresh");
+            Err(ClientError::Refused { error: error @ MasterError::FrameworkRemoved, .. }) => {
+                tracing::warn!(%error, "the master no longer knows our framework id; subscribing afresh");
                 if let Err(e) = config.framework_ids.clear().await {
                     tracing::warn!(error = %e, "could not clear the framework id");
                 }
@@ -151,9 +151,9 @@ impl Session<'_> {
         heartbeat: f64,
         commands: &mut mpsc::UnboundedReceiver<Command>,
         shutdown: &mut watch::Receiver<bool>,
-    ) -> String {
+    ) -> SubscriptionEnded {
         if let Err(e) = self.on_subscribed().await {
-            return format!("after SUBSCRIBED: {e}");
+            return SubscriptionEnded::AfterSubscribed(e);
         }
         // Mesos: a framework that misses several heartbeats should assume the connection is gone.
         let silence = Duration::from_secs_f64(heartbeat * 3.0);
@@ -161,9 +161,9 @@ impl Session<'_> {
         loop {
             tokio::select! {
                 event = tokio::time::timeout(silence, events.next()) => match event {
-                    Err(_) => return format!("no event or heartbeat for {}s", silence.as_secs()),
-                    Ok(None) => return "the event stream ended".to_owned(),
-                    Ok(Some(Err(e))) => return format!("event stream broken: {e}"),
+                    Err(_) => return SubscriptionEnded::Silent(silence.as_secs()),
+                    Ok(None) => return SubscriptionEnded::StreamEnded,
+                    Ok(Some(Err(e))) => return SubscriptionEnded::Broken(e),
                     Ok(Some(Ok(event))) => {
                         let started = std::time::Instant::now();
                         let kind = event.kind;
@@ -175,15 +175,15 @@ impl Session<'_> {
                 },
                 Some(command) = commands.recv() => {
                     if let Err(e) = self.on_command(command).await {
-                        return format!("call failed: {e}");
+                        return SubscriptionEnded::Call(e);
                     }
                 }
                 _ = tick.tick() => {
                     if let Err(e) = self.keep_roles_and_interest().await {
-                        return format!("call failed: {e}");
+                        return SubscriptionEnded::Call(e);
                     }
                 }
-                _ = shutdown.changed() => return "shutting down".to_owned(),
+                _ = shutdown.changed() => return SubscriptionEnded::Shutdown,
             }
         }
     }
@@ -266,26 +266,26 @@ impl Session<'_> {
         Ok(())
     }
 
-    async fn on_event(&mut self, event: Event) -> Result<(), String> {
+    async fn on_event(&mut self, event: Event) -> Result<(), SubscriptionEnded> {
         match event.kind {
             EventType::Offers => {
                 let offers = event.offers.map(|o| o.offers).unwrap_or_default();
-                self.on_offers(offers).await.map_err(|e| format!("offer round: {e}"))
+                self.on_offers(offers).await.map_err(SubscriptionEnded::OfferRound)
             }
             EventType::Update => {
                 if let Some(update) = event.update {
-                    self.on_update(update.status).await.map_err(|e| format!("update: {e}"))?;
+                    self.on_update(update.status).await.map_err(SubscriptionEnded::Update)?;
                 }
                 Ok(())
             }
             EventType::Error => {
-                let message = event.error.map(|e| e.message).unwrap_or_default();
-                if message.contains("removed")
+                let error = event.error.map_or(MasterError::Other(String::new()), |e| e.kind());
+                if error == MasterError::FrameworkRemoved
                     && let Err(e) = self.config.framework_ids.clear().await
                 {
                     tracing::warn!(error = %e, "could not clear the framework id");
                 }
-                Err(format!("the master sent ERROR: {message}"))
+                Err(SubscriptionEnded::MasterError(error))
             }
             EventType::Failure => {
                 if let Some(f) = event.failure {

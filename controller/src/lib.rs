@@ -28,6 +28,8 @@ pub mod launch;
 pub mod metrics;
 pub mod names;
 pub mod plan;
+#[cfg(test)]
+mod readme_tests;
 pub mod reconcile;
 pub mod restore;
 pub mod round;

@@ -87,7 +87,7 @@ pub async fn apply(job: &Arc<MpiJob>, ctx: &Context) -> Result<Requeue, Error> {
     let fresh = old.condition(mpiswarm_crds::ConditionType::Created).is_none();
     let invalid = match (job.spec.validate(), demand::job_demand(&job.spec)) {
         (Err(e), _) => Some(e.to_string()),
-        (Ok(()), Err(e)) => Some(e),
+        (Ok(()), Err(e)) => Some(e.to_string()),
         _ => None,
     };
     let gang = ctx.books.gang(&uid);
