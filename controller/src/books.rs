@@ -2,11 +2,15 @@
 //! the framework driver: which jobs wait for resources (and why), which gang
 //! each job has and the last state of each task, and what the cluster has
 //! offered. Everything else (phase, conditions) lives in the MpiJob status,
-//! which only the reconciler writes: when the driver has placed or launched
-//! a gang it books it here together with its ask for that status write,
-//! and the reconciler answers the ask once the status is written
-//! ([`Books::plan_gang`], [`Books::answer`]). After a restart the books are
-//! rebuilt from statuses and RECONCILE.
+//! which only the reconciler writes. When the driver has placed a gang it
+//! books it here with its ask for the status write, and the reconciler
+//! answers the ask once the status is written ([`Books::plan_gang`],
+//! [`Books::answer`]). When the driver has launched a gang, the updates of
+//! its tasks are held here until the reconciler has written the status it
+//! planned with the launched gang (`Launching`), so that every job's story
+//! has `Launching` before `Running`, however fast its tasks start, without
+//! the driver waiting for it ([`Books::mark_launched`]). After a restart the
+//! books are rebuilt from statuses and RECONCILE.
 //!
 //! One `std::sync::Mutex`, held only for bookkeeping: never across an
 //! `.await`, never around I/O.
@@ -53,16 +57,25 @@ struct JobEntry {
     key: ObjectRef<MpiJob>,
     queue: Option<QueueEntry>,
     gang: Option<GangBook>,
-    /// The driver's open ask for a status write of `gang`; it goes with the gang.
+    /// The driver's open ask for the status write of a placed `gang`; it goes with the gang.
     ask: Option<Ask>,
+    /// Task updates of the launched `gang` (with when they were seen), held
+    /// until its `Launching` status is written; they go with the gang.
+    held: Option<Held>,
 }
 
-/// The driver asks that the status record gang `generation` at `stage`.
+/// The driver asks that the status record placed gang `generation`.
 #[derive(Debug)]
 struct Ask {
     generation: u32,
-    stage: Stage,
     answer: oneshot::Sender<()>,
+}
+
+/// The updates of launched gang `generation` not applied yet.
+#[derive(Debug)]
+struct Held {
+    generation: u32,
+    updates: Vec<(TaskStatus, i64)>,
 }
 
 /// The reconciler's answer to the driver's ask for a status write: `Ok`
@@ -104,6 +117,7 @@ impl Books {
             queue: None,
             gang: None,
             ask: None,
+            held: None,
         })
     }
 
@@ -224,42 +238,79 @@ impl Books {
     pub fn plan_gang(&self, uid: &str, gang: GangBook) -> Option<(ObjectRef<MpiJob>, Answer)> {
         let mut inner = self.lock();
         let job = inner.jobs.get_mut(uid)?;
-        let (ask, answer) = ask(gang.generation, Stage::Planned);
+        let (answer, answered) = oneshot::channel();
+        job.ask = Some(Ask { generation: gang.generation, answer });
+        job.held = None;
         job.queue = None;
         job.gang = Some(gang);
-        job.ask = Some(ask);
-        Some((job.key.clone(), answer))
+        Some((job.key.clone(), answered))
     }
 
-    /// The ACCEPTs of generation `generation` went out; the driver asks for
-    /// the status that says so (`Launching`), to be written before it reads
-    /// any update of these tasks. `None` if the job has no such gang any more.
-    pub fn mark_launched(&self, uid: &str, generation: u32, now: i64) -> Option<(ObjectRef<MpiJob>, Answer)> {
+    /// The ACCEPTs of generation `generation` went out. The updates of its
+    /// tasks are held from now on until the reconciler has written the
+    /// status it plans with the launched gang ([`Books::answer`]). Returns
+    /// the job's key (to wake its reconcile), `None` if it has no such gang.
+    pub fn mark_launched(&self, uid: &str, generation: u32, now: i64) -> Option<ObjectRef<MpiJob>> {
         let mut inner = self.lock();
         let job = inner.jobs.get_mut(uid)?;
         let g = job.gang.as_mut().filter(|g| g.generation == generation)?;
         g.stage = Stage::Launched;
         g.launched_at = Some(now);
-        let (ask, answer) = ask(generation, Stage::Launched);
-        job.ask = Some(ask);
-        Some((job.key.clone(), answer))
+        job.held = Some(Held { generation, updates: Vec::new() });
+        Some(job.key.clone())
+    }
+
+    /// The ACCEPT of generation `generation` did not reach the master: its
+    /// tasks never existed. Records `updates` (what the driver makes of
+    /// that, [`crate::round::dropped_updates`]) at once, unheld: there is no
+    /// launch to tell. Returns the job's key (to wake its reconcile).
+    pub fn mark_dropped(
+        &self,
+        uid: &str,
+        generation: u32,
+        updates: &[TaskStatus],
+        now: i64,
+    ) -> Option<ObjectRef<MpiJob>> {
+        let mut inner = self.lock();
+        let job = inner.jobs.get_mut(uid)?;
+        let g = job.gang.as_mut().filter(|g| g.generation == generation)?;
+        g.stage = Stage::Launched;
+        g.launched_at = Some(now);
+        for update in updates {
+            g.record(update, now);
+        }
+        job.ask = None;
+        Some(job.key.clone())
     }
 
     /// The reconciler has written the status it planned with gang
-    /// `generation` at `stage`; `recorded` says whether that status records
-    /// the gang as the driver asked ([`crate::plan::records`]). Answers the
-    /// matching ask: yes, or (dropping it) never.
-    pub fn answer(&self, uid: &str, generation: u32, stage: Stage, recorded: bool) {
+    /// `generation` at `stage`. For a placed gang, `recorded` says whether
+    /// that status records it as the driver asked ([`crate::plan::records`]):
+    /// the ask is answered yes, or (dropped) never. For a launched gang, the
+    /// updates held for it are applied; returns whether they changed it (the
+    /// job is then worth reconciling again).
+    pub fn answer(&self, uid: &str, generation: u32, stage: Stage, recorded: bool) -> bool {
         let mut inner = self.lock();
-        let Some(job) = inner.jobs.get_mut(uid) else { return };
-        if !job.ask.as_ref().is_some_and(|a| a.generation == generation && a.stage == stage) {
-            return;
-        }
-        if let Some(ask) = job.ask.take()
-            && recorded
-        {
-            // The driver may have stopped waiting (its deadline passed): nothing to tell then.
-            let _unheard = ask.answer.send(());
+        let Some(job) = inner.jobs.get_mut(uid) else { return false };
+        match stage {
+            Stage::Planned => {
+                if let Some(ask) = job.ask.take_if(|a| a.generation == generation)
+                    && recorded
+                {
+                    // The driver may have stopped waiting (its deadline passed): nothing to tell then.
+                    let _unheard = ask.answer.send(());
+                }
+                false
+            }
+            Stage::Launched => {
+                let Some(held) = job.held.take_if(|h| h.generation == generation) else { return false };
+                let Some(g) = job.gang.as_mut().filter(|g| g.generation == generation) else { return false };
+                let mut changed = false;
+                for (update, seen) in &held.updates {
+                    changed |= g.record(update, *seen);
+                }
+                changed
+            }
         }
     }
 
@@ -278,14 +329,23 @@ impl Books {
         Some(job.key.clone())
     }
 
-    /// Applies a task update seen at `now`; returns the job to reconcile if it is one of ours.
+    /// Applies a task update seen at `now`; returns the job to reconcile if it
+    /// is one of ours and changed. An update of a launched gang whose
+    /// `Launching` status is not written yet is held (see [`Books::answer`]).
     pub fn record(&self, status: &TaskStatus, now: i64) -> Option<ObjectRef<MpiJob>> {
         let name = TaskName::parse(&status.task_id.value)?;
         let mut inner = self.lock();
         let uid = inner.short.get(&name.short_uid)?.clone();
         let job = inner.jobs.get_mut(&uid)?;
         let g = job.gang.as_mut()?;
-        (g.generation == name.generation && g.record(status, now)).then(|| job.key.clone())
+        if g.generation != name.generation {
+            return None;
+        }
+        if let Some(held) = job.held.as_mut().filter(|h| h.generation == g.generation) {
+            held.updates.push((status.clone(), now));
+            return None;
+        }
+        g.record(status, now).then(|| job.key.clone())
     }
 
     /// Whether a task id belongs to a gang the books know.
@@ -312,6 +372,7 @@ impl Books {
         if let Some(j) = self.lock().jobs.get_mut(uid) {
             j.gang = None;
             j.ask = None;
+            j.held = None;
         }
     }
 
@@ -387,17 +448,13 @@ impl Books {
     }
 }
 
-fn ask(generation: u32, stage: Stage) -> (Ask, Answer) {
-    let (answer, answered) = oneshot::channel();
-    (Ask { generation, stage, answer }, answered)
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
     use kube::runtime::reflector::ObjectRef;
     use mpiswarm_crds::MpiJob;
+    use mpiswarm_mesos::{TaskId, TaskState, TaskStatus};
     use mpiswarm_policy::{AgentCapacity, FreeResources};
     use tokio::sync::oneshot::error::TryRecvError;
 
@@ -426,7 +483,7 @@ mod tests {
             ("recorded as asked", (0, Stage::Planned, true), Ok(())),
             ("not recorded: withdrawn at once", (0, Stage::Planned, false), Err(TryRecvError::Closed)),
             ("another generation: still waiting", (1, Stage::Planned, true), Err(TryRecvError::Empty)),
-            ("another stage: still waiting", (0, Stage::Launched, true), Err(TryRecvError::Empty)),
+            ("a launched gang's write: still waiting", (0, Stage::Launched, true), Err(TryRecvError::Empty)),
         ];
         for (name, (generation, stage, recorded), want) in rows {
             let (books, key) = waiting();
@@ -439,25 +496,72 @@ mod tests {
     }
 
     #[test]
-    fn the_launched_ask_replaces_the_placed_one_and_forgetting_the_gang_withdraws_it() {
+    fn the_ask_goes_with_its_gang_and_with_its_job() {
         let (books, _) = waiting();
         let (_, mut placed) = books.plan_gang(UID, gang(Stage::Planned, 0)).unwrap();
-        books.answer(UID, 0, Stage::Planned, true);
-        assert_eq!(heard(&mut placed), Ok(()));
-        assert!(books.mark_launched(UID, 1, T0).is_none(), "no gang of generation 1");
-        let (_, mut launched) = books.mark_launched(UID, 0, T0).unwrap();
-        assert_eq!(books.gang(UID).map(|g| (g.stage, g.launched_at)), Some((Stage::Launched, Some(T0))));
-        books.answer(UID, 0, Stage::Launched, true);
-        assert_eq!(heard(&mut launched), Ok(()));
-
-        let (_, mut again) = books.mark_launched(UID, 0, T0).unwrap();
         books.forget_gang(UID);
-        assert_eq!(heard(&mut again), Err(TryRecvError::Closed), "the ask goes with its gang");
+        assert_eq!(heard(&mut placed), Err(TryRecvError::Closed), "the gang was forgotten");
 
         let (books, _) = waiting();
         let (_, mut gone) = books.plan_gang(UID, gang(Stage::Planned, 0)).unwrap();
         books.remove(UID);
-        assert_eq!(heard(&mut gone), Err(TryRecvError::Closed), "and with its job");
+        assert_eq!(heard(&mut gone), Err(TryRecvError::Closed), "the job is gone");
+    }
+
+    /// Every task of the fixture gang, as an update in `state`.
+    fn updates(state: TaskState) -> Vec<TaskStatus> {
+        gang(Stage::Planned, 0).tasks.keys().map(|id| TaskStatus::new(TaskId::new(id), state)).collect()
+    }
+
+    fn states(books: &Books) -> Vec<Option<TaskState>> {
+        books.gang(UID).map(|g| g.tasks.values().map(|t| t.state).collect()).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_launched_gangs_updates_wait_until_the_reconciler_has_written_its_launching_status() {
+        let (books, key) = waiting();
+        books.plan_gang(UID, gang(Stage::Planned, 0)).unwrap();
+        books.answer(UID, 0, Stage::Planned, true);
+        assert!(books.mark_launched(UID, 1, T0).is_none(), "no gang of generation 1");
+        assert_eq!(books.mark_launched(UID, 0, T0), Some(key.clone()));
+        assert_eq!(books.gang(UID).map(|g| (g.stage, g.launched_at)), Some((Stage::Launched, Some(T0))));
+        // Its tasks start at once; the driver reads their updates before the reconciler ran.
+        for u in updates(TaskState::Running) {
+            assert_eq!(books.record(&u, T0), None, "held: nothing to reconcile for it yet");
+        }
+        assert_eq!(states(&books), [None, None, None], "held, not applied");
+        assert!(books.knows_task(&updates(TaskState::Running)[0].task_id.value), "held tasks are not strays");
+        assert!(!books.answer(UID, 1, Stage::Launched, true), "another generation's write releases nothing");
+        assert!(!books.answer(UID, 0, Stage::Planned, true), "nor does a placed gang's");
+        assert_eq!(states(&books), [None, None, None]);
+        // The reconciler wrote the status it planned with the launched gang (Launching).
+        assert!(books.answer(UID, 0, Stage::Launched, true), "the held updates changed the gang");
+        assert_eq!(states(&books), [Some(TaskState::Running); 3]);
+        // From then on updates apply at once.
+        let finished = updates(TaskState::Finished);
+        assert_eq!(books.record(&finished[0], T0), Some(key));
+        assert!(!books.answer(UID, 0, Stage::Launched, true), "nothing held any more");
+    }
+
+    #[test]
+    fn held_updates_go_with_their_gang_and_a_dropped_gangs_updates_are_not_held() {
+        let (books, _) = waiting();
+        books.plan_gang(UID, gang(Stage::Planned, 0)).unwrap();
+        books.mark_launched(UID, 0, T0).unwrap();
+        books.record(&updates(TaskState::Running)[0], T0);
+        books.forget_gang(UID);
+        let next = gang(Stage::Planned, 0);
+        let key = ObjectRef::from_obj(&MpiJob::test());
+        assert!(books.seed_gang(UID, &key, next));
+        assert!(!books.answer(UID, 0, Stage::Launched, true), "the forgotten gang's updates went with it");
+        assert_eq!(states(&books), [None, None, None]);
+
+        let (books, key) = waiting();
+        books.plan_gang(UID, gang(Stage::Planned, 0)).unwrap();
+        let dropped = updates(TaskState::Dropped);
+        assert_eq!(books.mark_dropped(UID, 0, &dropped, T0), Some(key));
+        assert_eq!(states(&books), [Some(TaskState::Dropped); 3], "no launch to tell first");
+        assert_eq!(books.gang(UID).map(|g| g.stage), Some(Stage::Launched));
     }
 
     #[test]

@@ -11,8 +11,10 @@
 //! for that write, wakes the job, and ACCEPTs only once the reconciler has
 //! answered that the status records the gang (bounded by
 //! `Settings::status_write_wait`; the gangs of one round are written
-//! concurrently). What to accept, decline and drop, and what is a stray,
-//! are pure decisions in [`round`]; this file carries them out.
+//! concurrently). A launched gang's task updates wait in the books until
+//! the reconciler has written `Launching` (see [`crate::books`]). What to
+//! accept, decline and drop, and what is a stray, are pure decisions in
+//! [`round`]; this file carries them out.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -28,7 +30,7 @@ use mpiswarm_mesos::{AgentId, Filters, FrameworkId, FrameworkInfo, Offer, TaskId
 use mpiswarm_policy::RoundOptions;
 use tokio::sync::{mpsc, watch};
 
-use crate::books::{Answer, TaskRef};
+use crate::books::TaskRef;
 use crate::context::{Command, Context, now};
 use crate::error::Error;
 use crate::framework_id::FrameworkIdStore;
@@ -392,38 +394,24 @@ impl Session<'_> {
                 }
             }
         }
-        let mut launched: Vec<Answer> = Vec::new();
+        // The updates of a launched gang's tasks are held in the books until
+        // the reconciler has written "Launching", so every job's story has
+        // it, however fast its tasks start; the driver need not wait for it.
         for (s, fate) in written.iter().zip(round::fates(written.len(), &answers.accepts, &sent)) {
-            match fate {
+            let woken = match fate {
                 Fate::Launched => {
-                    if let Some((key, answer)) = ctx.books.mark_launched(&s.uid, s.generation, now) {
-                        ctx.wake(key);
-                        launched.push(answer);
-                    }
                     ctx.metrics.gangs_launched.inc();
+                    ctx.books.mark_launched(&s.uid, s.generation, now)
                 }
                 Fate::Dropped => {
-                    ctx.books.mark_launched(&s.uid, s.generation, now);
-                    for update in round::dropped_updates(s, "the ACCEPT call to the master failed") {
-                        if let Some(key) = ctx.books.record(&update, now) {
-                            ctx.wake(key);
-                        }
-                    }
+                    let updates = round::dropped_updates(s, "the ACCEPT call to the master failed");
+                    ctx.books.mark_dropped(&s.uid, s.generation, &updates, now)
                 }
+            };
+            if let Some(key) = woken {
+                ctx.wake(key);
             }
         }
-        // "Launching" is written before any update of these tasks is read, so
-        // every job's story has it, however fast its tasks start.
-        let wait = ctx.settings.status_write_wait;
-        futures::future::join_all(launched.into_iter().map(|answer| async move {
-            if tokio::time::timeout(wait, answer).await.is_err() {
-                tracing::warn!(
-                    seconds = wait.as_secs(),
-                    "a launched gang's status was not written in time; reading updates anyway"
-                );
-            }
-        }))
-        .await;
         if !answers.declined.is_empty() {
             ctx.metrics.offers_declined.inc_by(answers.declined.len() as u64);
             self.call(&Call::decline(&self.framework_id, answers.declined, Some(Filters::refuse(refuse)))).await?;

@@ -407,22 +407,23 @@ fn wait_step(b: &mut Builder<'_>, generation: u32) {
     }
 }
 
-/// Whether `status` records `gang` as the framework driver asked before it
-/// goes on: a placed gang (`Planned`) must stand in it as `Scheduling` with
-/// its generation and placement before any ACCEPT (a controller that dies
-/// after the ACCEPT finds the gang there and asks the master about it
-/// instead of launching it twice); a launched one must have moved it past
-/// `Scheduling` (so `Launching` is told before any update of its tasks).
-/// A status that does not (the job was suspended, failed its deadline...)
-/// withdraws the ask: the gang is not launched.
+/// Whether `status`, planned with `gang`, records it as the framework
+/// driver needs before it goes on. A placed gang (`Planned`) must stand in
+/// it as `Scheduling` with its generation and placement before any ACCEPT
+/// (a controller that dies after the ACCEPT finds the gang there and asks
+/// the master about it instead of launching it twice); a status that does
+/// not (the job was suspended meanwhile...) withdraws the ask: the gang is
+/// not launched. For a launched gang any status planned with it will do:
+/// with no update of its tasks applied yet, it says `Launching` (or what
+/// the job came to meanwhile), and the updates held for it may follow.
 pub fn records(status: &MpiJobStatus, gang: &GangBook) -> bool {
-    let same_gang =
-        u32::try_from(status.gang_generation.unwrap_or(0)).ok() == Some(gang.generation) && status.placement.is_some();
     match gang.stage {
-        Stage::Planned => same_gang && status.phase == Some(Phase::Scheduling),
-        Stage::Launched => {
-            same_gang && !matches!(status.phase, None | Some(Phase::Pending | Phase::Scheduling | Phase::Suspended))
+        Stage::Planned => {
+            u32::try_from(status.gang_generation.unwrap_or(0)).ok() == Some(gang.generation)
+                && status.placement.is_some()
+                && status.phase == Some(Phase::Scheduling)
         }
+        Stage::Launched => true,
     }
 }
 
@@ -723,6 +724,8 @@ mod tests {
         let scheduling = Row::new(with(pending.clone())).gang(&planned).settle().status;
         let launching = Row::new(with(scheduling.clone())).gang(&launched).settle().status;
         let suspended = Row::new(with(scheduling.clone()).run_policy("{suspend: true}")).gang(&planned).settle().status;
+        let launched_suspended =
+            Row::new(with(scheduling.clone()).run_policy("{suspend: true}")).gang(&launched).settle().status;
         let older = MpiJobStatus { gang_generation: Some(0), ..scheduling.clone() };
         // (name, status written, gang asked about, recorded)
         let rows = [
@@ -731,7 +734,12 @@ mod tests {
             ("Scheduling of an older generation", &older, &planned, false),
             ("suspended meanwhile: never", &suspended, &planned, false),
             ("Launching with the launched gang: its updates may be read", &launching, &launched, true),
-            ("only Scheduling for a launched gang", &scheduling, &launched, false),
+            (
+                "a launched gang of a job suspended meanwhile: its updates may follow",
+                &launched_suspended,
+                &launched,
+                true,
+            ),
         ];
         for (name, status, g, want) in rows {
             assert_eq!(records(status, g), want, "{name}: {:?}", status.phase);

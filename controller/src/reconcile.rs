@@ -127,10 +127,14 @@ async fn apply(job: &Arc<MpiJob>, ctx: &Context) -> Result<Requeue, Error> {
         let gang_generation = u32::try_from(planned.status.gang_generation.unwrap_or(0)).unwrap_or(0);
         ctx.expectations.wrote(&uid, written.metadata.resource_version, gang_generation);
     }
-    // The status now stored records the gang (or never will): the driver
-    // may ACCEPT it, or read its tasks' updates.
-    if let Some(g) = &gang {
-        ctx.books.answer(&uid, g.generation, g.stage, crate::plan::records(&planned.status, g));
+    // The status now stored records the placed gang (or never will): the
+    // driver may ACCEPT it. Or it was planned with the launched gang: the
+    // updates held for it apply now, and the job is reconciled again for them.
+    if let Some(g) = &gang
+        && ctx.books.answer(&uid, g.generation, g.stage, crate::plan::records(&planned.status, g))
+    {
+        ctx.task_changed.notify_waiters();
+        ctx.wake(key.clone());
     }
     if planned.status != old {
         observe_transition(ctx, job, &old, &planned.status, now);
@@ -225,8 +229,16 @@ async fn cleanup(job: &MpiJob, ctx: &Context) -> Result<Requeue, Error> {
     ctx.books.dequeue(&uid);
     // A gang placed but not launched has no task to wait for: it is
     // withdrawn (its ask answered never), so the driver does not ACCEPT it.
-    if let Some(g) = ctx.books.gang(&uid).filter(|g| g.stage == Stage::Planned) {
-        ctx.books.forget_planned(&uid, g.generation);
+    // A launched one's held updates apply now: no status is to come first.
+    if let Some(g) = ctx.books.gang(&uid) {
+        match g.stage {
+            Stage::Planned => {
+                let _withdrawn = ctx.books.forget_planned(&uid, g.generation);
+            }
+            Stage::Launched => {
+                let _applied = ctx.books.answer(&uid, g.generation, Stage::Launched, false);
+            }
+        }
     }
     if ctx.books.gang(&uid).is_none()
         && let Some(gang) = restore::gang_from_status(job, &uid, now())

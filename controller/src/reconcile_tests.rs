@@ -28,7 +28,8 @@ enum Known {
     Gang(GangBook),
     /// Placed by the driver (queued, then booked with its ask for the status write).
     Placed(GangBook),
-    /// Placed, its status written, and its ACCEPTs sent (the driver asks again).
+    /// Placed, its status written, its ACCEPTs sent, and the updates of its
+    /// tasks, all RUNNING at once, read by the driver (held in the books).
     Launched(GangBook),
 }
 
@@ -47,8 +48,10 @@ struct Row {
     outcome: Result<(), &'static str>,
     queued_after: bool,
     gang_after: bool,
-    /// The driver's ask (rows with `Known::Placed` / `Known::Launched`) and what it hears.
+    /// The driver's ask (rows with `Known::Placed`) and what it hears.
     answer: Option<Heard>,
+    /// The state of every task of the gang in the books afterwards, if any.
+    tasks_after: Option<TaskState>,
     /// The resourceVersion of the cached job, and the one the reconciler's
     /// own last status write returned (the cache lags behind it).
     versions: Option<(&'static str, &'static str)>,
@@ -69,6 +72,7 @@ impl Row {
             gang_after: false,
             answer: None,
             versions: None,
+            tasks_after: None,
         }
     }
     fn answer(mut self, heard: Heard) -> Self {
@@ -108,6 +112,7 @@ impl Row {
         let mut asked = seed(&ctx, &job, self.known);
         let outcome = crate::reconcile::reconcile(Arc::new(job), ctx.clone()).await;
         let (queued, known_gang) = (ctx.books.queue_view(UID).is_some(), ctx.books.gang(UID).is_some());
+        let tasks_after: Option<Vec<_>> = ctx.books.gang(UID).map(|g| g.tasks.values().map(|t| t.state).collect());
         // (Heard before the Context goes: the books drop every ask with it.)
         let heard = asked.as_mut().map(|a| a.try_recv());
         drop(ctx);
@@ -116,6 +121,13 @@ impl Row {
         assert_eq!(commands, self.commands, "{name}: commands to the framework driver");
         assert_eq!((queued, known_gang), (self.queued_after, self.gang_after), "{name}: (queued, gang) afterwards");
         assert_eq!(heard, self.answer, "{name}: the driver's ask, answered");
+        if let Some(state) = self.tasks_after {
+            let tasks = tasks_after.unwrap_or_default();
+            assert!(
+                !tasks.is_empty() && tasks.iter().all(|s| *s == Some(state)),
+                "{name}: tasks afterwards: {tasks:?}"
+            );
+        }
     }
 }
 
@@ -145,10 +157,16 @@ fn seed(ctx: &Context, job: &MpiJob, known: Known) -> Option<Answer> {
         }
         Known::Launched(g) => {
             queue();
-            let generation = g.generation;
+            let (generation, now) = (g.generation, crate::context::now());
+            let tasks: Vec<String> = g.tasks.keys().cloned().collect();
             ctx.books.plan_gang(UID, g).unwrap();
             ctx.books.answer(UID, generation, Stage::Planned, true);
-            ctx.books.mark_launched(UID, generation, crate::context::now()).map(|(_, answer)| answer)
+            ctx.books.mark_launched(UID, generation, now).unwrap();
+            for task in tasks {
+                let running = mpiswarm_mesos::TaskStatus::new(mpiswarm_mesos::TaskId::new(task), TaskState::Running);
+                assert_eq!(ctx.books.record(&running, now), None, "held until Launching is written");
+            }
+            None
         }
     }
 }
@@ -241,14 +259,16 @@ fn table() -> Vec<Row> {
         .requests(vec![status(Phase::Scheduling, &[CREATED, SCHEDULED]), event("Normal", "Scheduled")])
         .gang_after()
         .answer(Ok(())),
-        Row::new(
-            "a gang the driver launched: Launching is written and told before the driver reads its tasks' updates",
-            fresh.clone().with_status(scheduling.clone()),
-        )
-        .known(Known::Launched(planned.clone()))
-        .requests(vec![status(Phase::Launching, &[CREATED, SCHEDULED]), event("Normal", "Launching")])
-        .gang_after()
-        .answer(Ok(())),
+        Row {
+            tasks_after: Some(TaskState::Running),
+            ..Row::new(
+                "a launched gang whose tasks all run already: Launching is written and told first, then their updates apply",
+                fresh.clone().with_status(scheduling.clone()),
+            )
+            .known(Known::Launched(planned.clone()))
+            .requests(vec![status(Phase::Launching, &[CREATED, SCHEDULED]), event("Normal", "Launching")])
+            .gang_after()
+        },
         Row::new(
             "a placed gang of a job suspended meanwhile is withdrawn: the driver hears never",
             suspended.clone().with_status(accepted.clone()),
