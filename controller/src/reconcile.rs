@@ -3,10 +3,12 @@
 //! of each transition, and carrying out the plan's actions through the books
 //! and the framework driver. The decisions themselves are all in `plan`.
 //!
-//! The only writer of MpiJob status: the framework driver never writes it,
-//! it books a placed or launched gang with an ask and wakes the job; the
-//! reconcile that follows writes the status and answers the ask
-//! ([`crate::books::Books::answer`]). kube-runtime's Controller never runs
+//! The only writer of MpiJob status: the framework driver never writes it.
+//! It books a placed gang with an ask and wakes the job; the reconcile that
+//! follows writes the status and answers the ask
+//! ([`crate::books::Books::answer`]); a launched gang's task updates wait in
+//! the books until the reconcile has written the status it plans with that
+//! gang (`Launching`), then apply. kube-runtime's Controller never runs
 //! two reconciles of one object at once, so no lock keeps writers apart. A
 //! reconcile whose cached object is older than its own last status write
 //! waits for the cache ([`crate::expectations`]) instead of acting on it.
