@@ -4,8 +4,9 @@
 //! happens back into the MpiJob's status and Events.
 //!
 //! - [`plan`]: the reconcile decision, pure (table-tested);
-//! - [`reconcile`]: finalizer, status writes, Events, actions;
-//! - [`driver`] and [`round`]: the Mesos subscription and one offer round;
+//! - [`reconcile`]: finalizer, status writes (it is their only writer), Events, actions;
+//!   [`expectations`] and [`retries`]: its own last writes and its retry backoff;
+//! - [`driver`] and [`round`]: the Mesos subscription, and its decisions (pure);
 //! - [`launch`]: a placed gang as LAUNCH_GROUP operations (pure);
 //! - [`gang`], [`books`], [`restore`]: what is known of each gang;
 //! - [`keys`], [`framework_id`]: the per-job SSH key and the framework id, in the cluster.
@@ -18,6 +19,7 @@ pub mod demand;
 pub mod driver;
 pub mod error;
 pub mod events;
+pub mod expectations;
 #[cfg(test)]
 mod fixtures;
 pub mod framework_id;
@@ -32,6 +34,7 @@ pub mod plan;
 mod readme_tests;
 pub mod reconcile;
 pub mod restore;
+pub mod retries;
 pub mod round;
 mod round_log;
 

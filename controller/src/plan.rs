@@ -12,7 +12,7 @@ use mpiswarm_crds::{
 use mpiswarm_mesos::TaskState;
 
 use crate::demand;
-use crate::gang::{GangBook, Health};
+use crate::gang::{GangBook, Health, Stage};
 
 /// Where a waiting job stands in the queue, from the last offer round.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -383,6 +383,26 @@ fn wait_step(b: &mut Builder<'_>, generation: u32) {
     }
 }
 
+/// Whether `status`, planned with `gang`, records it as the framework
+/// driver needs before it goes on. A placed gang (`Planned`) must stand in
+/// it as `Scheduling` with its generation and placement before any ACCEPT
+/// (a controller that dies after the ACCEPT finds the gang there and asks
+/// the master about it instead of launching it twice); a status that does
+/// not (the job was suspended meanwhile...) withdraws the ask: the gang is
+/// not launched. For a launched gang any status planned with it will do:
+/// with no update of its tasks applied yet, it says `Launching` (or what
+/// the job came to meanwhile), and the updates held for it may follow.
+pub fn records(status: &MpiJobStatus, gang: &GangBook) -> bool {
+    match gang.stage {
+        Stage::Planned => {
+            u32::try_from(status.gang_generation.unwrap_or(0)).ok() == Some(gang.generation)
+                && status.placement.is_some()
+                && status.phase == Some(Phase::Scheduling)
+        }
+        Stage::Launched => true,
+    }
+}
+
 /// The part of a reason that names the obstacle, not its numbers.
 pub fn first_clause(s: &str) -> &str {
     s.split([':', ';', '(']).next().unwrap_or(s).trim()
@@ -413,8 +433,7 @@ impl Builder<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::{T0, UID, gang, set_tasks as set};
-    use crate::gang::Stage;
+    use crate::fixtures::{JobFixture as _, T0, UID, gang, set_tasks as set};
     use crate::names::TaskRole;
     use mpiswarm_mesos::{TaskId, TaskStatus};
 
@@ -669,5 +688,41 @@ mod tests {
         });
         let c = row.settle().status.condition(C::Unschedulable).cloned().unwrap();
         assert_eq!((c.reason.as_str(), c.message.as_str()), ("ExceedsCluster", "needs 64 cpus; the cluster has 4"));
+    }
+
+    #[test]
+    fn a_status_answers_the_drivers_ask_only_when_it_records_the_gang_as_asked() {
+        let planned = gang(Stage::Planned, 1);
+        let mut launched = gang(Stage::Launched, 1);
+        set(&mut launched, |_| true, TaskState::Starting, None);
+        let with = |status: MpiJobStatus| job("").with_status(status);
+        // The status each gang brings a waiting job of generation 1 to.
+        let pending = MpiJobStatus { gang_generation: Some(1), ..MpiJobStatus::default() };
+        let scheduling = Row::new(with(pending.clone())).gang(&planned).settle().status;
+        let launching = Row::new(with(scheduling.clone())).gang(&launched).settle().status;
+        let suspended = Row::new(with(scheduling.clone()).run_policy("{suspend: true}")).gang(&planned).settle().status;
+        let launched_suspended =
+            Row::new(with(scheduling.clone()).run_policy("{suspend: true}")).gang(&launched).settle().status;
+        let older = MpiJobStatus { gang_generation: Some(0), ..scheduling.clone() };
+        // (name, status written, gang asked about, recorded)
+        let rows = [
+            ("Scheduling with the placed gang: ACCEPT may go", &scheduling, &planned, true),
+            ("still Pending: not yet", &pending, &planned, false),
+            ("Scheduling of an older generation", &older, &planned, false),
+            ("suspended meanwhile: never", &suspended, &planned, false),
+            ("Launching with the launched gang: its updates may be read", &launching, &launched, true),
+            (
+                "a launched gang of a job suspended meanwhile: its updates may follow",
+                &launched_suspended,
+                &launched,
+                true,
+            ),
+        ];
+        for (name, status, g, want) in rows {
+            assert_eq!(records(status, g), want, "{name}: {:?}", status.phase);
+        }
+        assert_eq!(scheduling.phase, Some(Phase::Scheduling));
+        assert_eq!(launching.phase, Some(Phase::Launching));
+        assert_eq!(suspended.phase, Some(Phase::Suspended));
     }
 }
