@@ -6,7 +6,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 MPISWARM = $(CARGO) run -q -p mpiswarm --
 
-.PHONY: all build test lint fmt-check clippy unit e2e crds images run bench bench-smoke help
+.PHONY: all build test lint fmt-check clippy cycles unit e2e crds images run bench bench-smoke help
 
 all: build
 
@@ -18,13 +18,19 @@ build: ## build the mpiswarm binary
 
 test: lint images unit bench-smoke ## lints, then every test, then the benchmarks' smoke run (needs Docker, kubectl, python3)
 
-lint: fmt-check clippy ## rustfmt and clippy, warnings are errors
+lint: fmt-check clippy cycles ## rustfmt and clippy (warnings are errors), no module cycles in any crate
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
 
 clippy:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# The checker first proves on planted cycles that it finds them, then runs
+# over every member of the workspace.
+cycles: ## no module imports one that imports it back, in any crate
+	scripts/module-cycles --self-test
+	scripts/module-cycles
 
 unit: ## unit, integration and end-to-end tests
 	$(CARGO) test --workspace --no-fail-fast
