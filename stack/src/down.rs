@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::stack;
+use crate::stack_file as stack;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct DownArgs {

@@ -219,7 +219,10 @@ async fn start_node(dir: &Path, file: &ClusterFile, node: &Node, labels: &[Strin
     docker_ok(&with_labels(&["volume", "create"], labels, &[&volume])).await?;
     let mut run: Vec<String> = with_labels(&["run", "-d", "--name", &node.container], labels, &[]);
     // The flags that let a Docker engine run in a container on this machine
-    // kind (ENVIRONMENT.md: --privileged fails, CAP_SYS_RESOURCE is missing).
+    // kind. Not --privileged: it fails here ("unable to apply caps"), because
+    // the machine's capability bounding set lacks CAP_SYS_RESOURCE; all the
+    // other capabilities, unconfined seccomp, apparmor and system paths, tmpfs
+    // /run and /var/run and the cgroup mount are what an inner dockerd needs.
     for flag in [
         "--cap-add=ALL",
         "--cap-drop=SYS_RESOURCE",
@@ -349,8 +352,8 @@ async fn shape(node: &Node, mbit: u32) -> Result<()> {
 /// to pull from): the rank image, and if built the stock Debian image and
 /// the mpiswarm image (for agents deployed as a stack, manifests/).
 async fn load_images(nodes: &[Node]) -> Result<()> {
-    let mut images = vec![mpiswarm_agent::images::RANK_IMAGE.to_owned()];
-    for optional in [mpiswarm_agent::images::STOCK_IMAGE, mpiswarm_agent::images::MPISWARM_IMAGE] {
+    let mut images = vec![crate::images::RANK_IMAGE.to_owned()];
+    for optional in [crate::images::STOCK_IMAGE, crate::images::MPISWARM_IMAGE] {
         if docker(&["image", "inspect", optional]).await.is_ok() {
             images.push(optional.to_owned());
         }
@@ -365,7 +368,7 @@ async fn load_images(nodes: &[Node]) -> Result<()> {
                 .unwrap_or_default();
             if there != id {
                 say(&format!("loading {image} into {}", node.hostname));
-                loads.push(mpiswarm_agent::images::load_into(image, &node.container));
+                loads.push(crate::images::load_into(image, &node.container));
             }
         }
         for loaded in futures::future::join_all(loads).await {

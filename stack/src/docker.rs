@@ -1,7 +1,9 @@
 //! The `docker` command line, for what the binary does on the host engine
-//! (node containers, their networks and volumes): the recipe in
-//! ENVIRONMENT.md is in its flags, and the CLI applies them as tested. A
-//! failure names the command and carries Docker's own message.
+//! (node containers, their networks and volumes): the flags that were found
+//! to work on this machine kind are spelled out where they are used
+//! ([`crate::nodes`]), and the command line applies them as they were
+//! tested, with no client library in between. A failure names the command
+//! and carries Docker's own message. It never decides what to run.
 
 use anyhow::{Context, Result, bail};
 

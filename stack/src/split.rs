@@ -19,8 +19,8 @@ use anyhow::{Context, Result, bail};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
-use crate::stack::{self, Component, StackFile};
-use crate::up::{self, UpArgs, say};
+use crate::components::{self as up, UpArgs, say, text};
+use crate::stack_file::{self as stack, Component, StackFile};
 
 /// A component exiting within this long of its start is crash-looping:
 /// the wait before its next start doubles, up to [`MAX_BACKOFF`].
@@ -109,10 +109,6 @@ fn flag<'a>(cli: &'a [String], flag: &str) -> Result<&'a str> {
         .and_then(|i| cli.get(i + 1))
         .map(String::as_str)
         .with_context(|| format!("no {flag} in `mpiswarm {}`", cli.join(" ")))
-}
-
-fn text(p: &Path) -> Result<String> {
-    p.to_str().map(str::to_owned).context("the data dir path is not UTF-8")
 }
 
 pub async fn run(args: &UpArgs, dir: &Path, before: Option<StackFile>) -> Result<()> {
