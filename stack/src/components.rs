@@ -9,10 +9,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
 
+use crate::error::{FileAction, Result, StackError, file, text};
 use crate::nodes::{self, NodesArgs};
 use crate::stack_file::{self, StackFile};
 
@@ -64,16 +64,11 @@ pub fn say_agents(args: &UpArgs, addrs: &[std::net::SocketAddr]) {
     }
 }
 
-/// A path as a command-line argument.
-pub fn text(p: &std::path::Path) -> Result<String> {
-    p.to_str().map(str::to_owned).context("the data dir path is not UTF-8")
-}
-
 /// `mpiswarm offers ...` for this stack: its registry in DATA/offers, the
 /// port of the last `up` if it is free.
 pub fn offers_command(args: &UpArgs, dir: &std::path::Path, before: Option<&StackFile>) -> Result<Vec<String>> {
     let offers_dir = dir.join("offers");
-    std::fs::create_dir_all(&offers_dir).with_context(|| format!("creating {}", offers_dir.display()))?;
+    file(FileAction::Creating, &offers_dir, std::fs::create_dir_all(&offers_dir))?;
     let listen = stack_file::reuse_or_any(before.and_then(|b| stack_file::port_of(&b.offers)));
     let mut cli =
         vec!["offers".to_owned(), "--listen".into(), listen.to_string(), "--data-dir".into(), text(&offers_dir)?];
@@ -85,12 +80,13 @@ pub fn offers_command(args: &UpArgs, dir: &std::path::Path, before: Option<&Stac
 
 pub async fn install_crd(client: &kube::Client) -> Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut crd = serde_json::to_value(mpiswarm_crds::crd())?;
+    let mut crd = serde_json::to_value(mpiswarm_crds::crd())
+        .map_err(|source| StackError::Encode { what: "the MpiJob CRD", source })?;
     crd["apiVersion"] = "apiextensions.k8s.io/v1".into();
     crd["kind"] = "CustomResourceDefinition".into();
     crds.patch("mpijobs.mpiswarm.io", &PatchParams::apply("mpiswarm-up").force(), &Patch::Apply(&crd))
         .await
-        .context("installing the MpiJob CRD")?;
+        .map_err(StackError::InstallCrd)?;
     Ok(())
 }
 
@@ -188,7 +184,7 @@ pub async fn wait_for_agents(
             }
         }
         if tokio::time::Instant::now() > deadline {
-            bail!("not all {count} node agents registered with the offer layer within 60 s");
+            return Err(StackError::AgentsNotRegistered { count });
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

@@ -5,7 +5,7 @@
 //! tested, with no client library in between. A failure names the command
 //! and carries Docker's own message. It never decides what to run.
 
-use anyhow::{Context, Result, bail};
+use crate::error::{Result, StackError};
 
 /// Runs `docker ARGS` and returns its stdout, or an error with its stderr.
 pub async fn docker<S: AsRef<str>>(args: &[S]) -> Result<String> {
@@ -15,9 +15,9 @@ pub async fn docker<S: AsRef<str>>(args: &[S]) -> Result<String> {
         .stdin(std::process::Stdio::null())
         .output()
         .await
-        .context("running docker: is Docker installed and its daemon running?")?;
+        .map_err(StackError::DockerMissing)?;
     if !out.status.success() {
-        bail!("`docker {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+        return Err(failed(&args, &out.stderr));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -25,4 +25,10 @@ pub async fn docker<S: AsRef<str>>(args: &[S]) -> Result<String> {
 /// Runs `docker ARGS` for its effect.
 pub async fn docker_ok<S: AsRef<str>>(args: &[S]) -> Result<()> {
     docker(args).await.map(drop)
+}
+
+/// `docker ARGS` failed: Docker's own message, trimmed.
+pub fn failed<S: AsRef<str>>(args: &[S], stderr: &[u8]) -> StackError {
+    let command: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+    StackError::Docker { command: command.join(" "), stderr: String::from_utf8_lossy(stderr).trim().to_owned() }
 }

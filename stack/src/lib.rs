@@ -10,7 +10,8 @@
 //! - [`nodes`]: `mpiswarm up --nodes N`, a multi-node swarm of containers;
 //! - [`down`]: `mpiswarm down`, everything of a data dir stopped and removed;
 //! - [`stack_file`]: `DATA/stack.json`, where a running stack is found;
-//! - [`docker`]: the `docker` command line for the host engine.
+//! - [`docker`]: the `docker` command line for the host engine;
+//! - [`error`]: [`StackError`], what can go wrong in all of it.
 //!
 //! It drives the product crates (API server, offer layer, agent,
 //! controller) only through their public starts and their command lines;
@@ -20,6 +21,7 @@
 pub mod components;
 pub mod docker;
 pub mod down;
+pub mod error;
 pub mod images;
 pub mod nodes;
 pub mod split;
@@ -28,5 +30,6 @@ pub mod up;
 
 pub use components::UpArgs;
 pub use down::DownArgs;
+pub use error::StackError;
 pub use images::{ImagesArgs, MPISWARM_IMAGE, NODE_IMAGE, RANK_IMAGE, STOCK_IMAGE};
 pub use stack_file::{DEFAULT_DATA_DIR, StackFile};

@@ -12,13 +12,13 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
 use clap::Parser;
 
 use crate::components::{
     LEASE_SECONDS, UpArgs, agent_commands, install_crd, offers_command, say, say_agents, say_ready, shutdown_signal,
     wait_for_agents,
 };
+use crate::error::{FileAction, Part, Result, StackError, file};
 use crate::images::{self, NODE_IMAGE, RANK_IMAGE};
 use crate::nodes;
 use crate::stack_file::{self, StackFile};
@@ -37,17 +37,12 @@ struct Agent {
 
 pub async fn run(args: UpArgs) -> Result<()> {
     let dir = args.data_dir.clone();
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let dir = dir.canonicalize().with_context(|| format!("resolving {}", dir.display()))?;
+    file(FileAction::Creating, &dir, std::fs::create_dir_all(&dir))?;
+    let dir = file(FileAction::Resolving, &dir, dir.canonicalize())?;
     if let Ok(other) = stack_file::running(&dir)
         && other.pid != std::process::id()
     {
-        bail!(
-            "a stack already runs with data dir {} (process {}): use it, or stop it with `mpiswarm down --data-dir {}`",
-            dir.display(),
-            other.pid,
-            dir.display()
-        );
+        return Err(StackError::AlreadyRunning { dir, pid: other.pid });
     }
     let before = stack_file::previous(&dir);
 
@@ -64,26 +59,28 @@ pub async fn run(args: UpArgs) -> Result<()> {
     }
     let mut api_args = mpiswarm_apiserver::ApiserverArgs::for_dir(&dir);
     api_args.listen = stack_file::reuse_or_any(before.as_ref().and_then(|b| stack_file::port_of(&b.apiserver)));
-    let api = mpiswarm_apiserver::start(api_args).await.context("starting the API server")?;
+    let api = mpiswarm_apiserver::start(api_args).await.map_err(|e| started(Part::ApiServer, e))?;
     say(&format!("API server on {}", api.url));
     // The controller identifies itself (User-Agent) so the API server's request log can tell its requests apart.
-    let client = mpiswarm_controller::controller_client(Some(&api.kubeconfig)).await?;
+    let client = mpiswarm_controller::controller_client(Some(&api.kubeconfig))
+        .await
+        .map_err(|e| StackError::Client { kubeconfig: api.kubeconfig.clone(), source: Box::new(e) })?;
     install_crd(&client).await?;
 
     let offers_cli = offers_command(&args, &dir, before.as_ref())?;
     let offers =
-        mpiswarm_offers::start(Offers::try_parse_from(offers_cli)?.args).await.context("starting the offer layer")?;
+        mpiswarm_offers::start(parse::<Offers>(offers_cli)?.args).await.map_err(|e| started(Part::OfferLayer, e))?;
     say(&format!("offer layer on {}", offers.url()));
 
     let commands = agent_commands(&args, &dir, &offers.url(), before.as_ref()).await?;
     let mut running = Vec::new();
     for (_, cli) in commands {
-        running.push(tokio::spawn(mpiswarm_agent::run(Agent::try_parse_from(cli)?.args)));
+        running.push(tokio::spawn(mpiswarm_agent::run(parse::<Agent>(cli)?.args)));
     }
     let agent_addrs = wait_for_agents(&offers.url(), running.len(), &mut || {
         let Some(i) = running.iter().position(|a| a.is_finished()) else { return Ok(()) };
         let ended = futures::FutureExt::now_or_never(&mut running[i]);
-        bail!("node agent {} stopped at start: {ended:?}", i + 1)
+        Err(StackError::AgentStoppedAtStart { agent: i + 1, why: format!("{ended:?}") })
     })
     .await?;
     say_agents(&args, &agent_addrs);
@@ -99,7 +96,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         listen: controller_listen,
         settings: mpiswarm_controller::Settings::default(),
     };
-    let controller = mpiswarm_controller::start(client, options).await?;
+    let controller = mpiswarm_controller::start(client, options).await.map_err(|e| started(Part::Controller, e))?;
     say(&format!("controller on {}", controller.addr));
 
     let file = StackFile {
@@ -117,11 +114,11 @@ pub async fn run(args: UpArgs) -> Result<()> {
     let outcome = tokio::select! {
         _ = shutdown_signal() => Ok(()),
         (a, i, _) = futures::future::select_all(running.iter_mut()) => {
-            Err(anyhow::anyhow!("node agent {} stopped: {}", i + 1, match a {
+            Err(StackError::AgentStopped { agent: i + 1, why: match a {
                 Ok(Ok(())) => "without an error".to_owned(),
                 Ok(Err(e)) => e.to_string(),
                 Err(e) => e.to_string(),
-            }))
+            }})
         }
     };
     say("stopping (running tasks keep running; `mpiswarm up` again picks them up)");
@@ -143,7 +140,7 @@ async fn ensure_image(image: &str, node: bool) -> Result<()> {
         .stderr(std::process::Stdio::null())
         .status()
         .await
-        .context("running docker: is Docker installed and its daemon running?")?
+        .map_err(StackError::DockerMissing)?
         .success();
     if !present {
         say(&format!(
@@ -153,4 +150,13 @@ async fn ensure_image(image: &str, node: bool) -> Result<()> {
         images::build(version, false, node).await?;
     }
     Ok(())
+}
+
+/// A component's command line, parsed as its own subcommand would parse it.
+fn parse<P: Parser>(command: Vec<String>) -> Result<P> {
+    P::try_parse_from(&command).map_err(|source| StackError::CommandLine { command, source })
+}
+
+fn started(part: Part, e: impl std::error::Error + Send + Sync + 'static) -> StackError {
+    StackError::Start { part, source: Box::new(e) }
 }
