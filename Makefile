@@ -14,7 +14,7 @@ MPISWARM = $(CARGO) run -q -p mpiswarm --
 # it; clippy, test-all and e2e pass it.
 ENGINE = --features mpiswarm-testkit/engine
 
-.PHONY: all build test lint fmt-check clippy unit test-all e2e crds images run bench bench-smoke help
+.PHONY: all build test lint fmt-check clippy cycles unit test-all e2e crds images run bench bench-smoke help
 
 all: build
 
@@ -26,13 +26,19 @@ build: ## build the mpiswarm binary
 
 test: lint images test-all bench-smoke ## lints, then every test, then the benchmarks' smoke run (needs Docker, kubectl, python3)
 
-lint: fmt-check clippy ## rustfmt and clippy, warnings are errors
+lint: fmt-check clippy cycles ## rustfmt and clippy (warnings are errors), no module cycles in any crate
 
 fmt-check:
 	$(CARGO) fmt --all -- --check
 
 clippy:
 	$(CARGO) clippy --workspace --all-targets $(ENGINE) -- -D warnings
+
+# The checker first proves on planted cycles that it finds them, then runs
+# over every member of the workspace.
+cycles: ## no module imports one that imports it back, in any crate
+	scripts/module-cycles --self-test
+	scripts/module-cycles
 
 # make unit runs cargo under scripts/without-engine: DOCKER_HOST names a
 # socket that does not exist, KUBECONFIG a file that does not exist, and PATH

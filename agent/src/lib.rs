@@ -25,8 +25,7 @@
 //! - [`node_health`]: the served node down in Swarm -> its tasks LOST, the
 //!   agent withdrawn from the offer layer until the node is ready;
 //! - [`http`]: `/healthz`, `/readyz`, `/metrics`, `/state`;
-//! - [`run`]: `mpiswarm agent`;
-//! - [`images`]: `mpiswarm images` (the rank image).
+//! - [`run`]: `mpiswarm agent`.
 
 pub mod agent;
 pub mod events;
@@ -34,7 +33,6 @@ pub mod events;
 mod fake_swarm;
 pub mod files;
 pub mod http;
-pub mod images;
 pub mod labels;
 pub mod launch;
 pub mod lifecycle;

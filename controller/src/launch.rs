@@ -24,8 +24,10 @@ use mpiswarm_policy::{Placement, Resources};
 use crate::names::{self, BOOTSTRAP_PATH, HOSTFILE_PATH, SSH_KEY_PATH, TaskName, TaskRole};
 
 /// The rank bootstrap (SSH key set-up, sshd for workers, waiting for the
-/// workers then `mpirun` for the launcher). The rank image ships the same file.
-pub const BOOTSTRAP: &str = include_str!("../../images/mpiswarm-rank");
+/// workers then `mpirun` for the launcher). Its one home is
+/// `controller/mpiswarm-rank`; the rank image's build (`mpiswarm_stack::images`)
+/// ships this constant as the image's `/usr/local/bin/mpiswarm-rank`.
+pub const BOOTSTRAP: &str = include_str!("../mpiswarm-rank");
 
 /// The interface Swarm gives the first network of a task: the job's overlay.
 const OVERLAY_INTERFACE: &str = "eth0";
