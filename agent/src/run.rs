@@ -129,8 +129,8 @@ pub enum AgentError {
     Serve(std::io::Error),
     #[error("{0} stopped unexpectedly")]
     Stopped(&'static str),
-    #[error("{0}")]
-    HostPaths(String),
+    #[error(transparent)]
+    HostPaths(#[from] crate::mounts::PrefixError),
     #[error(transparent)]
     Credential(#[from] mpiswarm_mesos::credential::CredentialError),
     #[error(transparent)]
@@ -149,7 +149,7 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let orphan_grace = seconds("orphan-grace-seconds", args.orphan_grace_seconds)?;
     let node_check = seconds("node-check-seconds", args.node_check_seconds)?;
     let output_retention = seconds("output-retention-seconds", args.output_retention_seconds)?;
-    let host_paths = HostPaths::allow(&args.allow_host_path_prefixes).map_err(AgentError::HostPaths)?;
+    let host_paths = HostPaths::allow(&args.allow_host_path_prefixes)?;
     let security = Security::from_args(&args)?;
     // Bad flags are refused before anything touches Docker (no swarm init
     // on behalf of an agent that cannot start).
