@@ -7,6 +7,10 @@
 //! answers 307 with a protocol-relative `Location`, which is followed; 503
 //! (recovering, no leader) and connection failures are retried with
 //! exponential backoff. Nothing here holds a lock across an await.
+//!
+//! [`args`]: the command-line flags that say which master to talk to.
+
+pub mod args;
 
 use crate::master_error::MasterError;
 use crate::recordio::{RecordIoCodec, RecordIoError};
