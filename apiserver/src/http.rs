@@ -69,7 +69,7 @@ fn bytes_response(body: bytes::Bytes, content_type: &'static str) -> Response {
 
 /// `/openapi/v2` in the form the Accept header asks for, with kube-openapi's
 /// `Vary` and `ETag` (and 304 for a matching `If-None-Match`).
-fn openapi_v2(
+async fn openapi_v2(
     shared: &Shared,
     types: &Arc<Vec<Arc<crate::resource::ResourceType>>>,
     headers: &HeaderMap,
@@ -85,7 +85,7 @@ fn openapi_v2(
         )
     })?;
     let published = shared.openapi.get(types);
-    let v2 = published.v2();
+    let v2 = published.v2().await;
     let etag = format!("\"{}\"", v2.etag);
     let fresh =
         header_str(headers, header::IF_NONE_MATCH).split(',').any(|t| t.trim().trim_start_matches("W/") == etag);
@@ -275,7 +275,7 @@ async fn route(
             let doc = shared.openapi.get(&types).v3(&gv.join("/")).ok_or_else(ApiError::no_route)?;
             return Ok(bytes_response(doc, "application/json"));
         }
-        ["openapi", "v2"] if is_get => return openapi_v2(shared, &types, headers),
+        ["openapi", "v2"] if is_get => return openapi_v2(shared, &types, headers).await,
         _ => {}
     }
     let (group, version, rest) = match segs.as_slice() {

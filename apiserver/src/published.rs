@@ -7,11 +7,12 @@
 //!
 //! What the documents say is `openapi` (v3, the one home of the schemas) and
 //! `openapi_v2`/`gnostic` (derived from v3); this module only caches and
-//! negotiates. No lock is held while a document is built.
+//! negotiates. No lock is held while a document is built, and a request
+//! that arrives while v2 is being built awaits it without blocking a thread.
 
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
@@ -27,7 +28,7 @@ pub struct Published {
     /// Each group/version's document, keyed by its path under `/openapi/v3`.
     v3: BTreeMap<String, Bytes>,
     /// Built on first request: most clients never ask for v2.
-    v2: OnceLock<V2>,
+    v2: tokio::sync::OnceCell<V2>,
 }
 
 /// `/openapi/v2` in both forms, with the entity tag both share (kube-openapi
@@ -54,8 +55,9 @@ pub const V2_MEDIA_TYPES: &str = "application/json, application/com.github.proto
 
 impl V2Format {
     /// The first acceptable form in the client's order of preference
-    /// (goautoneg's: by `q`, then concrete before wildcard), or None (406).
-    /// A missing Accept header means `*/*`.
+    /// (goautoneg's, as kube-openapi uses it: by `q`, then concrete before
+    /// wildcard), or None (406). A missing Accept header means `*/*`; a
+    /// range with `q=0` is not acceptable (RFC 9110; goautoneg ignores that).
     pub fn negotiate(accept: &str) -> Option<Self> {
         let accept = if accept.trim().is_empty() { "*/*" } else { accept };
         let mut clauses: Vec<(f32, &str, &str)> = accept
@@ -110,7 +112,7 @@ impl Published {
             .collect();
         let hashes: Vec<(&str, String)> = v3.iter().map(|(p, d)| (p.as_str(), hash_of(d))).collect();
         let index = crate::openapi::index(hashes.iter().map(|(p, h)| (*p, h.as_str()))).to_string().into();
-        Self { built_from: types, index, v3, v2: OnceLock::new() }
+        Self { built_from: types, index, v3, v2: tokio::sync::OnceCell::new() }
     }
 
     /// `/openapi/v3`.
@@ -124,13 +126,15 @@ impl Published {
     }
 
     /// `/openapi/v2`, converted from the v3 documents on first use.
-    pub fn v2(&self) -> &V2 {
-        self.v2.get_or_init(|| {
-            let v3 = crate::openapi::documents(&self.built_from);
-            let doc = crate::openapi_v2::document(v3.values());
-            let json = Bytes::from(doc.to_string());
-            V2 { etag: hash_of(&json), protobuf: crate::gnostic::encode(&doc).into(), json }
-        })
+    pub async fn v2(&self) -> &V2 {
+        self.v2
+            .get_or_init(|| async {
+                let v3 = crate::openapi::documents(&self.built_from);
+                let doc = crate::openapi_v2::document(v3.values());
+                let json = Bytes::from(doc.to_string());
+                V2 { etag: hash_of(&json), protobuf: crate::gnostic::encode(&doc).into(), json }
+            })
+            .await
     }
 }
 
@@ -178,15 +182,15 @@ mod tests {
         assert_eq!(V2Format::negotiate("text/html, application/json;q=0"), None);
     }
 
-    #[test]
-    fn documents_are_built_once_per_registry_snapshot() {
+    #[tokio::test]
+    async fn documents_are_built_once_per_registry_snapshot() {
         let registry = crate::registry::Registry::default();
         let cache = Cache::default();
         let types = registry.all();
         let first = cache.get(&types);
         assert!(Arc::ptr_eq(&first, &cache.get(&registry.all())), "same snapshot, same documents");
         assert!(first.v3("api/v1").is_some() && first.v3("apis/nosuch/v1").is_none());
-        assert!(std::ptr::eq(first.v2(), first.v2()), "v2 is built once");
+        assert!(std::ptr::eq(first.v2().await, first.v2().await), "v2 is built once");
 
         registry.reload(std::iter::empty());
         let second = cache.get(&registry.all());
