@@ -299,9 +299,9 @@ pub fn all() -> &'static [Arc<ResourceType>] {
     TYPES.get_or_init(|| TABLE.iter().filter_map(resource_type).map(Arc::new).collect())
 }
 
-/// A kind's schema from k8s-openapi, inlined (no `$ref`), with list merge
-/// keys and defaults added and the stored-only note in its description.
-fn schema_of<T: JsonSchema>() -> (String, Value) {
+/// A type's schema from k8s-openapi, inlined (no `$ref`), with the list
+/// merge keys added: its definition name and schema.
+fn generated<T: JsonSchema>() -> (String, Value) {
     let generator = schemars::generate::SchemaSettings::openapi3()
         .with(|s| {
             s.inline_subschemas = true;
@@ -310,10 +310,24 @@ fn schema_of<T: JsonSchema>() -> (String, Value) {
         .into_generator();
     let mut schema = generator.into_root_schema_for::<T>().to_value();
     annotate(&mut schema);
+    (T::schema_name().into_owned(), schema)
+}
+
+/// `ObjectMeta` as k8s-openapi ships it: the one definition every kind's
+/// `metadata` refers to in the published OpenAPI documents.
+pub fn object_meta() -> &'static (String, Value) {
+    static META: OnceLock<(String, Value)> = OnceLock::new();
+    META.get_or_init(generated::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>)
+}
+
+/// A kind's schema from k8s-openapi, inlined (no `$ref`), with list merge
+/// keys and defaults added and the stored-only note in its description.
+fn schema_of<T: JsonSchema>() -> (String, Value) {
+    let (name, mut schema) = generated::<T>();
     let described = format!("{STORED_ONLY_NOTE} {}", schema["description"].as_str().unwrap_or_default());
     schema["description"] = json!(described.trim_end());
     defaults(&mut schema);
-    (T::schema_name().into_owned(), schema)
+    (name, schema)
 }
 
 /// How lists of the built-in kinds merge, by field name: the key an item is

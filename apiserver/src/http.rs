@@ -19,8 +19,8 @@ use crate::api::{Api, Target, WriteOpts};
 use crate::audit::{self, AuditLog, RequestAttributes};
 use crate::discovery;
 use crate::error::{ApiError, ApiResult};
-use crate::openapi;
 use crate::patch::PatchType;
+use crate::published::{self, V2_MEDIA_TYPES, V2Format};
 use crate::query::Query;
 use crate::table::{self, Format};
 use crate::views::{parse_body, view_cow};
@@ -36,6 +36,8 @@ pub struct Shared {
     pub bookmark_every: Duration,
     /// `--audit-log`: every request, as a Kubernetes audit event.
     pub audit: Option<AuditLog>,
+    /// The OpenAPI documents of the current registry snapshot.
+    pub openapi: published::Cache,
 }
 
 pub fn router(shared: Arc<Shared>) -> Router {
@@ -57,6 +59,51 @@ fn json_response(code: u16, v: &Value, content_type: &'static str) -> Response {
     let mut r = (code, v.to_string()).into_response();
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
+}
+
+fn bytes_response(body: bytes::Bytes, content_type: &'static str) -> Response {
+    let mut r = (StatusCode::OK, body).into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+/// `/openapi/v2` in the form the Accept header asks for, with kube-openapi's
+/// `Vary` and `ETag` (and 304 for a matching `If-None-Match`).
+async fn openapi_v2(
+    shared: &Shared,
+    types: &Arc<Vec<Arc<crate::resource::ResourceType>>>,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
+    let format = V2Format::negotiate(header_str(headers, header::ACCEPT)).ok_or_else(|| {
+        ApiError::new(
+            406,
+            "NotAcceptable",
+            format!(
+                "/openapi/v2 cannot be served as {:?}; ask for one of: {V2_MEDIA_TYPES}",
+                header_str(headers, header::ACCEPT)
+            ),
+        )
+    })?;
+    let published = shared.openapi.get(types);
+    let v2 = published.v2().await;
+    let etag = format!("\"{}\"", v2.etag);
+    let fresh =
+        header_str(headers, header::IF_NONE_MATCH).split(',').any(|t| t.trim().trim_start_matches("W/") == etag);
+    let mut r = if fresh {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        let body = match format {
+            V2Format::Json => v2.json.clone(),
+            V2Format::Protobuf => v2.protobuf.clone(),
+        };
+        bytes_response(body, format.content_type())
+    };
+    let h = r.headers_mut();
+    h.insert(header::VARY, HeaderValue::from_static("Accept"));
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        h.insert(header::ETAG, v);
+    }
+    Ok(r)
 }
 
 fn ok(v: &Value) -> Response {
@@ -220,13 +267,14 @@ async fn route(
         ["apis", g, v] if is_get => {
             return discovery::resource_list(&types, g, v).map(|v| ok(&v)).ok_or_else(ApiError::no_route);
         }
-        ["openapi", "v3"] if is_get => return Ok(ok(&openapi::index(&types))),
-        ["openapi", "v3", "api", v] if is_get => {
-            return openapi::document(&types, "", v).map(|d| ok(&d)).ok_or_else(ApiError::no_route);
+        ["openapi", "v3"] if is_get => {
+            return Ok(bytes_response(shared.openapi.get(&types).index(), "application/json"));
         }
-        ["openapi", "v3", "apis", g, v] if is_get => {
-            return openapi::document(&types, g, v).map(|d| ok(&d)).ok_or_else(ApiError::no_route);
+        ["openapi", "v3", gv @ ..] if is_get => {
+            let doc = shared.openapi.get(&types).v3(&gv.join("/")).ok_or_else(ApiError::no_route)?;
+            return Ok(bytes_response(doc, "application/json"));
         }
+        ["openapi", "v2"] if is_get => return openapi_v2(shared, &types, headers).await,
         _ => {}
     }
     let (group, version, rest) = match segs.as_slice() {

@@ -25,13 +25,16 @@ pub mod error;
 pub mod event_ttl;
 pub mod events;
 pub mod fields;
+pub mod gnostic;
 pub mod http;
 pub mod list;
 pub mod locks;
 pub mod metrics;
 pub mod openapi;
+pub mod openapi_v2;
 pub mod patch;
 pub mod proto;
+pub mod published;
 pub mod query;
 pub mod registry;
 pub mod resource;
@@ -203,6 +206,7 @@ pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
         watch_timeout: Duration::from_secs(30 * 60),
         bookmark_every: Duration::from_secs(args.bookmark_seconds.max(1)),
         audit: audit.clone(),
+        openapi: Default::default(),
     });
     let app = http::router(shared);
     let task = match tls {

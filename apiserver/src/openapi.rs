@@ -4,14 +4,14 @@
 //! `fieldValidation` parameter so kubectl uses server-side field validation.
 
 use std::collections::BTreeMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use crate::resource::{Builtin, ResourceType};
 
-const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
+/// Where a v3 document's `$ref`s point.
+pub const REF: &str = "#/components/schemas/";
 
 /// The component name kube-apiserver uses for a kind.
 pub fn definition_name(t: &ResourceType) -> String {
@@ -33,26 +33,6 @@ pub fn definition_name(t: &ResourceType) -> String {
     }
 }
 
-fn object_meta() -> Value {
-    let s = |d: &str| json!({"type": "string", "description": d});
-    json!({"type": "object", "description": "ObjectMeta is metadata that all persisted resources must have, which includes all objects users must create.",
-    "properties": {
-        "name": s("Name must be unique within a namespace."),
-        "generateName": s("GenerateName is an optional prefix, used by the server, to generate a unique name ONLY IF the Name field has not been provided."),
-        "namespace": s("Namespace defines the space within which each name must be unique."),
-        "uid": s("UID is the unique in time and space value for this object."),
-        "resourceVersion": s("An opaque value that represents the internal version of this object."),
-        "generation": {"type": "integer", "format": "int64", "description": "A sequence number representing a specific generation of the desired state."},
-        "creationTimestamp": s("CreationTimestamp is a timestamp representing the server time when this object was created."),
-        "deletionTimestamp": s("DeletionTimestamp is RFC 3339 date and time at which this resource will be deleted."),
-        "labels": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Map of string keys and values that can be used to organize and categorize objects."},
-        "annotations": {"type": "object", "additionalProperties": {"type": "string"}, "description": "Annotations is an unstructured key value map stored with a resource."},
-        "finalizers": {"type": "array", "items": {"type": "string"}, "description": "Must be empty before the object is deleted from the registry."},
-        "ownerReferences": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}, "description": "List of objects depended by this object."},
-        "managedFields": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}, "description": "ManagedFields maps workflow-id and version to the set of fields that are managed by that workflow."}
-    }})
-}
-
 fn kind_schema(t: &ResourceType) -> Value {
     let mut schema =
         t.schema.clone().unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
@@ -61,7 +41,11 @@ fn kind_schema(t: &ResourceType) -> Value {
         if let Some(p) = props.as_object_mut() {
             p.insert("apiVersion".into(), json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."}));
             p.insert("kind".into(), json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents."}));
-            p.insert("metadata".into(), json!({"allOf": [{"$ref": format!("#/components/schemas/{OBJECT_META}")}], "description": "Standard object's metadata."}));
+            let (meta_name, _) = crate::builtins::object_meta();
+            p.insert(
+                "metadata".into(),
+                json!({"allOf": [{"$ref": format!("{REF}{meta_name}")}], "description": "Standard object's metadata."}),
+            );
         }
         m.insert(
             "x-kubernetes-group-version-kind".into(),
@@ -81,7 +65,7 @@ fn operations(t: &ResourceType) -> Value {
     let op = |id: &str, action: &str| {
         json!({"operationId": format!("{id}{}", t.kind), "parameters": params,
             "x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk,
-            "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{}", definition_name(t))}}}}}})
+            "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": format!("{REF}{}", definition_name(t))}}}}}})
     };
     json!({"get": op("read", "get"), "put": op("replace", "put"), "patch": op("patch", "patch"), "delete": op("delete", "delete")})
 }
@@ -94,7 +78,8 @@ pub fn document(types: &[Arc<ResourceType>], group: &str, version: &str) -> Opti
     }
     let mut paths = serde_json::Map::new();
     let mut schemas = serde_json::Map::new();
-    schemas.insert(OBJECT_META.into(), object_meta());
+    let (meta_name, meta) = crate::builtins::object_meta();
+    schemas.insert(meta_name.clone(), meta.clone());
     let base = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
     for t in rs {
         let item = if t.namespaced {
@@ -112,26 +97,22 @@ pub fn document(types: &[Arc<ResourceType>], group: &str, version: &str) -> Opti
         "paths": paths, "components": {"schemas": schemas}}))
 }
 
-fn hash_of(v: &Value) -> String {
-    let mut h = DefaultHasher::new();
-    v.to_string().hash(&mut h);
-    format!("{:016X}", h.finish())
+/// Every group/version's document, keyed by its path under `/openapi/v3`
+/// (`api/v1`, `apis/apps/v1`).
+pub fn documents(types: &[Arc<ResourceType>]) -> BTreeMap<String, Value> {
+    let mut gvs: BTreeMap<String, (&str, &str)> = BTreeMap::new();
+    for t in types {
+        gvs.entry(t.group_version_path()).or_insert((&t.group, &t.version));
+    }
+    gvs.into_iter().filter_map(|(path, (g, v))| Some((path, document(types, g, v)?))).collect()
 }
 
-/// The `/openapi/v3` index with a content hash per group/version.
-pub fn index(types: &[Arc<ResourceType>]) -> Value {
-    let mut gvs: BTreeMap<String, (String, String)> = BTreeMap::new();
-    for t in types {
-        gvs.entry(t.group_version_path()).or_insert((t.group.clone(), t.version.clone()));
-    }
-    let mut paths = serde_json::Map::new();
-    for (path, (g, v)) in gvs {
-        if let Some(doc) = document(types, &g, &v) {
-            paths.insert(
-                path.clone(),
-                json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash={}", hash_of(&doc))}),
-            );
-        }
-    }
+/// The `/openapi/v3` index: each group/version's path with the content hash
+/// of its document, which clients use as a cache key.
+pub fn index<'a>(hashes: impl IntoIterator<Item = (&'a str, &'a str)>) -> Value {
+    let paths: serde_json::Map<String, Value> = hashes
+        .into_iter()
+        .map(|(path, hash)| (path.to_owned(), json!({"serverRelativeURL": format!("/openapi/v3/{path}?hash={hash}")})))
+        .collect();
     json!({"paths": paths})
 }
