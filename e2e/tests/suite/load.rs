@@ -74,8 +74,7 @@ pub fn hundred_jobs_under_weights_2_to_1(cluster: &Cluster) {
         jobs.push(job.manifest());
     }
     // One apply of a stream of 100 JSON documents (kubectl reads a stream
-    // that starts with `{` as JSON, without `---`; a `kind: List` fails its
-    // client-side validation against the embedded API server: see the README).
+    // that starts with `{` as JSON, without `---`).
     let started = Instant::now();
     cluster.apply(&jobs.join("\n"));
 
