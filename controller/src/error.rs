@@ -10,17 +10,35 @@ pub enum Error {
     #[error("the MpiJob has no uid (it must come from the API server)")]
     MissingUid,
     #[error("per-job SSH key: {0}")]
-    SshKey(String),
-    #[error("finalizer: {0}")]
-    Finalizer(String),
+    SshKey(#[from] ssh_key::Error),
+    #[error("the SSH key Secret {secret} has no {key}: delete the Secret and the controller makes a new key")]
+    SshKeyMissing { secret: String, key: &'static str },
+    #[error("the finalizer {FINALIZER} could not be handled: {0}", FINALIZER = mpiswarm_crds::FINALIZER)]
+    Finalizer(&'static str),
+    #[error("the tasks of {job} have not ended {seconds}s after KILL; the KILLs are sent again")]
+    TeardownPending { job: String, seconds: f64 },
     #[error("Mesos scheduler API: {0}")]
     Mesos(#[from] mpiswarm_mesos::client::ClientError),
     #[error("leader election: {0}")]
-    Lease(String),
+    Lease(#[from] kube_lease_manager::LeaseManagerError),
+    #[error("leader election: the lease manager stopped")]
+    LeaseManagerStopped,
+    #[error("leader election: {identity} lost the lease")]
+    LeaseLost { identity: String },
     #[error("serving {what} on {addr}: {source}")]
     Serve { what: &'static str, addr: String, source: std::io::Error },
-    #[error("configuration: {0}")]
-    Config(String),
+    #[error("--master-credentials: {0}")]
+    MasterCredentials(#[source] mpiswarm_mesos::credential::CredentialError),
+    #[error("--ca-file: {0}")]
+    CaFile(#[source] mpiswarm_mesos::tls::TlsError),
+    #[error("kubeconfig {path}: {source}")]
+    Kubeconfig { path: std::path::PathBuf, source: kube::config::KubeconfigError },
+    #[error("no kubeconfig given and none found (in-cluster, $KUBECONFIG, ~/.kube/config): {0}")]
+    InferConfig(#[from] kube::config::InferConfigError),
+    #[error("encoding the framework-id ConfigMap: {0}")]
+    Encode(#[from] serde_json::Error),
+    #[error("the controller task panicked: {0}")]
+    Panicked(#[from] tokio::task::JoinError),
 }
 
 impl Error {
@@ -30,12 +48,17 @@ impl Error {
             Error::Kube(_) => "kube",
             Error::MissingNamespace => "missing_namespace",
             Error::MissingUid => "missing_uid",
-            Error::SshKey(_) => "ssh_key",
-            Error::Finalizer(_) => "finalizer",
+            Error::SshKey(_) | Error::SshKeyMissing { .. } => "ssh_key",
+            Error::Finalizer(_) | Error::TeardownPending { .. } => "finalizer",
             Error::Mesos(_) => "mesos",
-            Error::Lease(_) => "lease",
+            Error::Lease(_) | Error::LeaseManagerStopped | Error::LeaseLost { .. } => "lease",
             Error::Serve { .. } => "serve",
-            Error::Config(_) => "config",
+            Error::MasterCredentials(_)
+            | Error::CaFile(_)
+            | Error::Kubeconfig { .. }
+            | Error::InferConfig(_)
+            | Error::Encode(_)
+            | Error::Panicked(_) => "config",
         }
     }
 }

@@ -40,7 +40,7 @@ impl FrameworkIdStore {
             data: Some(BTreeMap::from([(KEY.to_owned(), id.to_owned()), (MASTER_KEY.to_owned(), self.master.clone())])),
             ..ConfigMap::default()
         };
-        let mut value = serde_json::to_value(&cm).map_err(|e| Error::Config(e.to_string()))?;
+        let mut value = serde_json::to_value(&cm)?;
         value["apiVersion"] = "v1".into();
         value["kind"] = "ConfigMap".into();
         self.api.patch(&self.name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&value)).await?;

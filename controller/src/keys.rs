@@ -20,10 +20,9 @@ const PUBLIC_KEY: &str = "id_ed25519.pub";
 
 /// A fresh ed25519 key pair: (OpenSSH private key, public key line).
 pub fn generate() -> Result<(Vec<u8>, String), Error> {
-    let key =
-        PrivateKey::random(&mut rand_core::OsRng, Algorithm::Ed25519).map_err(|e| Error::SshKey(e.to_string()))?;
-    let private = key.to_openssh(LineEnding::LF).map_err(|e| Error::SshKey(e.to_string()))?;
-    let public = key.public_key().to_openssh().map_err(|e| Error::SshKey(e.to_string()))?;
+    let key = PrivateKey::random(&mut rand_core::OsRng, Algorithm::Ed25519)?;
+    let private = key.to_openssh(LineEnding::LF)?;
+    let public = key.public_key().to_openssh()?;
     Ok((private.as_bytes().to_vec(), public))
 }
 
@@ -75,7 +74,7 @@ fn private_key_of(secret: &Secret, name: &str) -> Result<Vec<u8>, Error> {
         .as_ref()
         .and_then(|d| d.get(PRIVATE_KEY))
         .map(|b| b.0.clone())
-        .ok_or_else(|| Error::SshKey(format!("Secret {name} has no {PRIVATE_KEY}; delete it to get a new key")))
+        .ok_or_else(|| Error::SshKeyMissing { secret: name.to_owned(), key: PRIVATE_KEY })
 }
 
 #[cfg(test)]

@@ -122,9 +122,9 @@ impl ControllerArgs {
             .as_deref()
             .map(mpiswarm_mesos::credential::Credential::from_file)
             .transpose()
-            .map_err(|e| Error::Config(format!("--master-credentials: {e}")))?
+            .map_err(Error::MasterCredentials)?
             .map(mpiswarm_mesos::credential::Credential::into_pair);
-        let master_ca = self.master.ca().map_err(|e| Error::Config(format!("--ca-file: {e}")))?;
+        let master_ca = self.master.ca().map_err(Error::CaFile)?;
         let backfill = if self.backfill_seconds == 0 {
             mpiswarm_policy::Backfill::Off
         } else {
@@ -177,13 +177,11 @@ async fn config(kubeconfig: Option<&std::path::Path>) -> Result<kube::Config, Er
     let _already = rustls::crypto::ring::default_provider().install_default();
     let config = match kubeconfig {
         Some(path) => {
-            let kc = Kubeconfig::read_from(path)
-                .map_err(|e| Error::Config(format!("kubeconfig {}: {e}", path.display())))?;
-            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| Error::Config(format!("kubeconfig {}: {e}", path.display())))?
+            let unreadable = |source| Error::Kubeconfig { path: path.to_owned(), source };
+            let kc = Kubeconfig::read_from(path).map_err(unreadable)?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.map_err(unreadable)?
         }
-        None => kube::Config::infer().await.map_err(|e| Error::Config(e.to_string()))?,
+        None => kube::Config::infer().await?,
     };
     Ok(config)
 }
@@ -205,7 +203,7 @@ impl Running {
 
     /// Waits until the controller ends (stopped, or leadership lost).
     pub async fn wait(self) -> Result<(), Error> {
-        self.task.await.map_err(|e| Error::Config(format!("the controller task panicked: {e}")))?
+        self.task.await?
     }
 }
 
@@ -281,8 +279,7 @@ async fn lead(
         .with_duration(options.lease_seconds)
         .with_grace(options.lease_seconds.div_ceil(3).max(1))
         .build()
-        .await
-        .map_err(|e| Error::Lease(e.to_string()))?;
+        .await?;
     let (mut leading, lease_task) = lease.watch().await;
     tracing::info!(identity = %options.identity, "waiting to lead");
     loop {
@@ -290,7 +287,7 @@ async fn lead(
             break;
         }
         tokio::select! {
-            changed = leading.changed() => changed.map_err(|_| Error::Lease("the lease manager stopped".into()))?,
+            changed = leading.changed() => changed.map_err(|_| Error::LeaseManagerStopped)?,
             _ = shutdown.changed() => {
                 drop(leading);
                 let _released = lease_task.await;
@@ -357,7 +354,7 @@ async fn lead(
     };
     let outcome = tokio::select! {
         _ = reconciling => Ok(()),
-        _ = lost => Err(Error::Lease(format!("{} lost the lease", options.identity))),
+        _ = lost => Err(Error::LeaseLost { identity: options.identity.clone() }),
     };
     // After a lost lease stop at once; after a shutdown give the driver a moment.
     let grace = if outcome.is_err() { Duration::ZERO } else { Duration::from_secs(5) };

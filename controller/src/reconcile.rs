@@ -57,7 +57,8 @@ pub async fn reconcile(job: Arc<MpiJob>, ctx: Arc<Context>) -> Result<Requeue, E
     .map_err(|e| match e {
         finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
         finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => Error::Kube(e),
-        other => Error::Finalizer(other.to_string()),
+        finalizer::Error::UnnamedObject => Error::Finalizer("the object has no name"),
+        finalizer::Error::InvalidFinalizer => Error::Finalizer("the finalizer's JSON patch path is invalid"),
     });
     ctx.metrics.reconcile_seconds.observe(started.elapsed().as_secs_f64());
     if result.is_ok() {
@@ -257,11 +258,10 @@ async fn cleanup(job: &MpiJob, ctx: &Context) -> Result<Requeue, Error> {
         tracing::info!(tasks = tasks.len(), "deleting: killing the gang's tasks");
         ctx.send(Command::Kill(tasks));
         if tokio::time::timeout_at(deadline, waiting).await.is_err() {
-            return Err(Error::Finalizer(format!(
-                "the tasks of {} have not ended {}s after KILL; retrying",
-                job.name_any(),
-                ctx.settings.teardown_wait.as_secs_f64()
-            )));
+            return Err(Error::TeardownPending {
+                job: job.name_any(),
+                seconds: ctx.settings.teardown_wait.as_secs_f64(),
+            });
         }
     }
     ctx.forget_job(&uid);
