@@ -3,7 +3,8 @@
 #   make unit   the fast tier: every test that needs no Docker engine, no kubectl
 #               and no built image (it runs with them hidden, so it proves that)
 #   make test   everything CI runs: lints, the images, every test (make test-all),
-#               and make bench once at tiny sizes (bench-smoke), so it cannot rot
+#               and make bench once at tiny sizes (bench-smoke, beside the
+#               tests), so it cannot rot
 SHELL := /bin/bash
 CARGO ?= cargo
 MPISWARM = $(CARGO) run -q -p mpiswarm --
@@ -24,7 +25,8 @@ help:
 build: ## build the mpiswarm binary
 	$(CARGO) build -p mpiswarm
 
-test: lint images test-all bench-smoke ## lints, then every test, then the benchmarks' smoke run (needs Docker, kubectl, python3)
+test: lint images ## lints, the images, every test and the benchmarks' smoke run (needs Docker, kubectl, python3)
+	$(call every-test,$(BENCH_SMOKE))
 
 lint: fmt-check clippy cycles ## rustfmt and clippy (warnings are errors), no module cycles in any crate
 
@@ -48,7 +50,45 @@ unit: ## the fast tier, no Docker, kubectl or images (run with them hidden): uni
 	scripts/without-engine $(CARGO) test --workspace --no-fail-fast
 
 test-all: ## every test: make unit's and those that need Docker, kubectl and the images (run make images first)
-	$(CARGO) test --workspace --no-fail-fast $(ENGINE)
+	$(call every-test,)
+
+# Every test, after one build of them all, in two steps:
+#  1. two streams at once (scripts/concurrently: each logs apart and is
+#     printed whole when it ends):
+#     - suite: the e2e suite on its own 3-node cluster;
+#     - rest: what the caller puts first (make test: bench-smoke, on a
+#       2-node cluster of its own), then every test that starts
+#       no multi-node cluster (scripts/test-targets lists them from cargo
+#       metadata, so a new test joins by itself), then the doc tests;
+#  2. the e2e binaries faults and stack, one after the other: never two
+#     3-node clusters at once (the suite's load case makes nodes miss
+#     heartbeats on 2 cores, and faults times how fast a lost node is noticed).
+# Nothing is skipped because something before it failed; any failure fails
+# the target.
+# Every test command selects --workspace: cargo resolves features over the
+# packages it is given, so another selection would build them all again.
+# The e2e tests run a copy of the mpiswarm binary (MPISWARM_BIN, see
+# e2e/src/binary.rs) instead of each building it: a cargo command links
+# target/debug/mpiswarm anew even when nothing changed, and the copy cannot
+# be replaced under a running cluster.
+CLUSTERS = suite faults stack
+TEST = $(CARGO) test --workspace --no-fail-fast $(ENGINE)
+TARGET_DIR = $(shell $(CARGO) metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+define every-test
+	$(TEST) --no-run
+	$(CARGO) build -p mpiswarm
+	bin=$(TARGET_DIR)/e2e-bin/mpiswarm && install -D $(TARGET_DIR)/debug/mpiswarm $$bin && export MPISWARM_BIN=$$bin && \
+	failed=0 && \
+	{ scripts/concurrently \
+	    suite '$(TEST) --test suite' \
+	    rest 'failed=0; $(if $(1),{ $(1); } || failed=1;) \
+	          rest=$$(scripts/test-targets $(CLUSTERS)) && { $(TEST) $$rest || failed=1; } && \
+	          { $(TEST) --doc || failed=1; } && exit $$failed' \
+	    || failed=1; } && \
+	{ $(TEST) --test faults || failed=1; } && \
+	{ $(TEST) --test stack || failed=1; } && \
+	exit $$failed
+endef
 
 e2e: images ## only the end-to-end suite on a 3-node swarm (part of test-all; prints its wall time)
 	$(CARGO) test -p mpiswarm-e2e $(ENGINE) --test suite
@@ -75,5 +115,6 @@ bench: images ## placement on real MPI, control-plane overhead, scale (meant to 
 	bench/run
 
 bench-smoke: images ## bench/run --smoke: every section once at tiny sizes, 2 nodes, output in a temp dir
-	$(CARGO) build -p mpiswarm
-	bench/run --smoke
+	$(BENCH_SMOKE)
+
+BENCH_SMOKE = $(CARGO) build -p mpiswarm && bench/run --smoke

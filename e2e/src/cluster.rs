@@ -233,6 +233,11 @@ impl Cluster {
         mpiswarm_testkit::output_within(cmd, stdin, COMMAND_DEADLINE)
     }
 
+    /// Whether the node's container runs (a test may have killed it).
+    pub fn node_runs(&self, node: &Node) -> bool {
+        self.docker(&["inspect", "-f", "{{.State.Running}}", &node.container]).trim() == "true"
+    }
+
     /// `docker ARGS` against a node's engine (inside its container), which must succeed; its stdout.
     pub fn node_docker(&self, node: &Node, args: &[&str]) -> String {
         let mut full = vec!["docker"];

@@ -268,11 +268,13 @@ impl Cluster {
     /// containers on every node (found by the job-uid label they carry).
     /// Once the first worker is released its ranks may finish the job, and
     /// the other containers stop: one that stopped meanwhile is no failure.
+    /// A node whose container is not running (a test killed it) holds
+    /// nothing to release and is passed over.
     pub fn release(&self, uid: &str) {
         let filter = format!("label={}={uid}", crate::swarm::JOB_UID);
         let mut released = Vec::new();
         let mut refused = Vec::new();
-        for node in self.nodes() {
+        for node in self.nodes().iter().filter(|n| self.node_runs(n)) {
             let containers = self.node_docker(node, &["ps", "-q", "--filter", &filter]);
             for c in containers.split_whitespace() {
                 let out = self.exec(node, &["docker", "exec", c, "touch", RELEASE_FILE]);

@@ -1,12 +1,15 @@
 //! Every fault of the design's fault model, survived by a multi-node job on
 //! one `mpiswarm up --nodes 3 --node-cpus 2 --split` (each component its
 //! own process, started again by `up` when it exits). Each case runs a
-//! 6-rank job packed 4+2 on two nodes whose ranks sleep, then run pi (real
-//! MPI across the nodes), and strikes at a random moment while it runs:
+//! 6-rank job packed 4+2 on two nodes whose ranks are held (they wait, see
+//! `Job::held`), strikes at a random moment while it runs, and releases the
+//! ranks to run pi (real MPI across the nodes) once it has seen the system
+//! recover, so the job outlives each fault and the recovery from it:
 //!
-//! - `kill -9` of the controller: the job succeeds, and its gang was
-//!   launched once (Swarm's event log on the manager shows exactly the
-//!   gang's services created, generation 0, no restart);
+//! - `kill -9` of the controller: once the new one is ready (subscribed
+//!   again), the job succeeds, and its gang was launched once (Swarm's
+//!   event log on the manager shows exactly the gang's services created,
+//!   generation 0, no restart);
 //! - `kill -9` of the offer layer while one agent is frozen (SIGSTOP: it is
 //!   registered and never comes back): the controller's framework is let in
 //!   again within 5 s, the job succeeds with no rank killed;
@@ -19,7 +22,8 @@
 //!   say goodbye): within 10 s the offer layer has its tasks LOST and the
 //!   MpiJob's status says NodeLost, naming the node Swarm marked down (both
 //!   delays printed); its agent is withdrawn (nothing of it offered). With
-//!   `backoffLimit: 1` the gang restarts on the other nodes and succeeds, the
+//!   `backoffLimit: 1` the gang restarts on the other nodes (released once
+//!   all its tasks run there) and succeeds, the
 //!   status and an Event naming the lost node; with `backoffLimit: 0` the job
 //!   fails saying why. The node is started again after each; its agent
 //!   serves it again, and a job that needs all three nodes runs.
@@ -36,7 +40,6 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use mpiswarm_e2e::events::now;
-use mpiswarm_e2e::job::PI;
 use mpiswarm_e2e::{Cluster, Job, Node, Status, Watched, runner, wait};
 
 const RANKS: u32 = 6;
@@ -45,9 +48,6 @@ const RANK_CPUS: f64 = 0.45;
 /// so a packed 6-rank job always spans two nodes.
 const SHAPE: [i64; 2] = [4, 2];
 const SAMPLES: u64 = 20_000_000;
-/// How long every rank sleeps before pi: the job outlives each fault and the
-/// recovery from it.
-const SLEEP_SECONDS: u32 = 40;
 /// A kill falls this long after the job runs, at a random moment between.
 const STRIKE_MS: (u64, u64) = (2_000, 15_000);
 /// One job from apply to its end, gang restarts included.
@@ -105,10 +105,9 @@ fn strike_after(case: &str) {
     std::thread::sleep(Duration::from_millis(ms)); // the random moment itself
 }
 
-/// The suite's long job: every rank sleeps, then runs pi.
+/// The suite's long job: every rank waits until [`Cluster::release`], then runs pi.
 fn long_job(name: &str) -> Job {
-    let program = format!("sleep {SLEEP_SECONDS}; exec {PI} {SAMPLES}");
-    Job::pi(name, RANKS, RANK_CPUS, SAMPLES).policy("pack").command(&["sh", "-c", &program])
+    Job::held(name, RANKS, RANK_CPUS, SAMPLES).policy("pack")
 }
 
 /// A job applied and seen running.
@@ -176,8 +175,14 @@ pub fn controller_kill_9(cluster: &Cluster) {
     let job = start(cluster, &long_job("fault-controller"));
     strike_after("controller_kill_9");
     let others = pids_but(cluster, "controller");
-    cluster.kill_9("controller");
+    let restarted = cluster.kill_9("controller");
     assert_eq!(pids_but(cluster, "controller"), others, "only the controller was restarted");
+    // The job still runs held while the new controller takes over.
+    let listen = restarted.args.iter().skip_while(|a| *a != "--listen").nth(1).expect("the controller's --listen");
+    wait::until(Duration::from_secs(60), "the restarted controller is ready (leads, subscribed)", || {
+        mpiswarm_testkit::http::get_ok(&format!("http://{listen}/readyz"))
+    });
+    cluster.release(&job.uid);
     let watched = succeeds_first_time(cluster, &job);
     services_created_once(cluster, job.since, &[&watched]);
     cluster.delete_jobs(&[&job.name]);
@@ -215,6 +220,7 @@ pub fn offers_kill_9(cluster: &Cluster) {
     );
     assert!(took <= FRAMEWORK_BACK_WITHIN, "framework back after {took:?}, more than {FRAMEWORK_BACK_WITHIN:?}");
     drop(thaw);
+    cluster.release(&job.uid);
     let watched = succeeds_first_time(cluster, &job);
     services_created_once(cluster, job.since, &[&watched]);
     all_agents_active(cluster);
@@ -290,6 +296,7 @@ pub fn agent_kill_9(cluster: &Cluster) {
         let after = running_services(cluster, &node)?;
         if after == before { Ok(()) } else { Err(format!("{after:?}, before the kill {before:?}")) }
     });
+    cluster.release(&job.uid);
     let watched = succeeds_first_time(cluster, &job);
     services_created_once(cluster, job.since, &[&watched]);
     cluster.delete_jobs(&[&job.name]);
@@ -312,6 +319,7 @@ pub fn apiserver_kill_9(cluster: &Cluster) {
     });
     let probed = cluster.watch_job(&probe.name, &probe_uid, JOB_DEADLINE);
     assert_eq!(probed.status.phase(), "Succeeded", "the job created after the restart: {}", probed.status.0["status"]);
+    cluster.release(&job.uid);
     let watched = succeeds_first_time(cluster, &job);
     let st = &watched.status.0["status"];
     assert!(st["completionTime"].is_string() && st["launcher"]["exitCode"] == 0, "the status converged: {st}");
@@ -442,6 +450,8 @@ pub fn node_lost_restarts_gang(cluster: &Cluster) {
     let job = start(cluster, &long_job("fault-node-lost").backoff_limit(1));
     let revive = kill_a_node_of(cluster, &job, "node_lost_restarts_gang");
     let node = revive.node.clone();
+    second_gang_runs(cluster, &job);
+    cluster.release(&job.uid);
     let watched = cluster.watch_job(&job.name, &job.uid, JOB_DEADLINE);
     let st = &watched.status;
     assert_eq!(st.phase(), "Succeeded", "{}: {}", job.name, st.0["status"]);
@@ -475,6 +485,21 @@ pub fn node_lost_restarts_gang(cluster: &Cluster) {
     watched.assert_placement(RANK_CPUS, &[1, 1, 1]);
     assert_eq!(watched.status.0["status"]["restarts"].as_i64().unwrap_or(0), 0, "{}", watched.status.0["status"]);
     cluster.delete_jobs(&[&everywhere.name]);
+}
+
+/// Waits until the job's gang of generation 1 runs: its status says so and
+/// Swarm runs every task of it (a worker per node and the launcher), so a
+/// release reaches every rank.
+fn second_gang_runs(cluster: &Cluster, job: &Started) {
+    let status = cluster.wait_job(&job.name, JOB_DEADLINE, "runs its second gang", |s| {
+        s.phase() == "Running" && s.0["status"]["gangGeneration"] == 1
+    });
+    let expected = status.placement().len() + 1;
+    wait::until(Duration::from_secs(120), "Swarm runs every task of the second gang", || {
+        let tasks = cluster.swarm().job_tasks(&job.uid)?;
+        let running = tasks.iter().filter(|t| t.generation == "1" && t.state == "running").count();
+        if running == expected { Ok(()) } else { Err(format!("{running} of {expected} running: {tasks:?}")) }
+    });
 }
 
 pub fn node_lost_fails(cluster: &Cluster) {
