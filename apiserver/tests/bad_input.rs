@@ -145,6 +145,11 @@ async fn each_bad_request_gets_the_right_status_and_the_server_keeps_serving() {
         .expect("client");
     let resp = unauth.get(format!("{base}{cms}")).send().await.expect("unauth");
     assert_eq!(resp.status(), 401);
+    let mut near = s.running.token.clone();
+    let last = if near.ends_with('0') { "1" } else { "0" };
+    near.replace_range(near.len() - 1.., last);
+    let resp = unauth.get(format!("{base}{cms}")).bearer_auth(&near).send().await.expect("near token");
+    assert_eq!(resp.status(), 401, "a token of the right length but one character off");
 
     let resp = client
         .post(format!("{base}{cms}"))
