@@ -6,12 +6,10 @@
 
 use std::sync::Arc;
 
-use mpiswarm_mesos::TaskId;
-use mpiswarm_mesos::agent_api::{Event, EventType, Shutdown};
+use mpiswarm_mesos::agent_api::{Event, EventType};
 use tracing::Instrument as _;
 
-use crate::agent::{Agent, Tracked};
-use crate::locks::lock;
+use crate::agent::Agent;
 use crate::swarm::Swarm;
 
 impl<S: Swarm + 'static> Agent<S> {
@@ -48,7 +46,7 @@ impl<S: Swarm + 'static> Agent<S> {
             }
             EventType::Shutdown => {
                 if let Some(s) = event.shutdown {
-                    let victims = shutdown_victims(lock(&self.tasks).values(), &s);
+                    let victims = self.tasks.shutdown_victims(&s);
                     for task_id in victims {
                         let me = Arc::clone(self);
                         let fw = s.framework_id.clone();
@@ -66,48 +64,5 @@ impl<S: Swarm + 'static> Agent<S> {
                 tracing::warn!(message = ?event.error.map(|e| e.message), "offer layer sent ERROR");
             }
         }
-    }
-}
-
-/// The live tasks a SHUTDOWN ends: the framework's, or only its executor's
-/// when one is named.
-pub(crate) fn shutdown_victims<'a>(tasks: impl Iterator<Item = &'a Tracked>, s: &Shutdown) -> Vec<TaskId> {
-    tasks
-        .filter(|t| t.record.framework_id == s.framework_id)
-        .filter(|t| {
-            s.executor_id.is_none() || t.record.executor_info.as_ref().map(|e| &e.executor_id) == s.executor_id.as_ref()
-        })
-        .filter(|t| !t.record.status.state.is_terminal())
-        .map(|t| t.record.task_info.task_id.clone())
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::tests::record;
-    use mpiswarm_mesos::{ExecutorId, ExecutorInfo, FrameworkId, TaskState};
-
-    fn tracked(service: &str, framework: &str, executor: Option<&str>, state: TaskState) -> Tracked {
-        let mut r = record(service);
-        r.framework_id = FrameworkId::new(framework);
-        r.executor_info = executor.map(ExecutorInfo::default_executor);
-        r.status.state = state;
-        Tracked { record: r, killing: false }
-    }
-
-    #[test]
-    fn shutdown_ends_the_live_tasks_of_the_framework_or_of_its_executor() {
-        let tasks = [
-            tracked("a", "fw", Some("e1"), TaskState::Running),
-            tracked("b", "fw", Some("e2"), TaskState::Starting),
-            tracked("c", "fw", None, TaskState::Finished),
-            tracked("d", "other", Some("e1"), TaskState::Running),
-        ];
-        let ids = |v: Vec<TaskId>| v.into_iter().map(|t| t.value).collect::<Vec<_>>();
-        let all = Shutdown { framework_id: FrameworkId::new("fw"), executor_id: None };
-        assert_eq!(ids(shutdown_victims(tasks.iter(), &all)), vec!["a", "b"]);
-        let one = Shutdown { framework_id: FrameworkId::new("fw"), executor_id: Some(ExecutorId::new("e2")) };
-        assert_eq!(ids(shutdown_victims(tasks.iter(), &one)), vec!["b"]);
     }
 }

@@ -5,7 +5,7 @@
 
 use bollard::models::{ConfigSpec, NetworkCreateRequest, SecretSpec, Service, ServiceSpec, Task};
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::swarm::{LogLine, ObjectKind, Swarm, SwarmError};
 use futures::StreamExt;
@@ -19,6 +19,16 @@ pub(crate) struct FakeSwarm {
     pub(crate) refuse_service: Option<String>,
     /// What `logs` answers for every service (followed or not).
     pub(crate) log_lines: Vec<LogLine>,
+    /// Holds every service creation until released.
+    pub(crate) hold: Option<Arc<Hold>>,
+}
+
+/// A service creation held at its start: `entered` is notified when one
+/// begins, and it goes on once `release` is notified.
+#[derive(Default)]
+pub(crate) struct Hold {
+    pub(crate) entered: tokio::sync::Notify,
+    pub(crate) release: tokio::sync::Notify,
 }
 
 impl FakeSwarm {
@@ -44,6 +54,10 @@ impl Swarm for FakeSwarm {
     }
     async fn create_service(&self, spec: ServiceSpec) -> Result<String, SwarmError> {
         let name = spec.name.clone().unwrap();
+        if let Some(hold) = &self.hold {
+            hold.entered.notify_one();
+            hold.release.notified().await;
+        }
         if self.refuse_service.as_deref() == Some(name.as_str()) {
             return Err(SwarmError::NetworkConflict { name, driver: "x".into(), scope: "local".into() });
         }

@@ -1,10 +1,17 @@
 //! Creating and removing what a task group needs on Swarm: networks, then
 //! secrets and configs, then the services, all or nothing; and the garbage
 //! collection of networks, secrets and configs no service of this agent
-//! references any more. Callers serialise these with one lock per agent, so
-//! that a collection never removes what a concurrent launch just created.
+//! references any more.
+//!
+//! The two are ordered by [`Objects`], the only way in: a launch and a
+//! collection never overlap, so a collection never removes the network,
+//! secret or config of a service a concurrent launch is about to create
+//! (until the service exists, nothing references them). It holds an async
+//! mutex across the Swarm calls (a tokio one, made to be held across
+//! `.await`) and no std lock.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::plan::{FileKind, TaskPlan};
 use crate::spec::{self, ObjectIds};
@@ -22,10 +29,67 @@ pub struct LaunchFailure {
     pub source: SwarmError,
 }
 
+/// The agent's networks, secrets and configs: launches and collections,
+/// one at a time, and whether a collection is due.
+pub(crate) struct Objects {
+    order: tokio::sync::Mutex<()>,
+    /// Something may have become garbage (a service went, a launch failed,
+    /// a collection left busy objects).
+    due: AtomicBool,
+}
+
+impl Objects {
+    /// A collection is due at start: a previous incarnation may have left garbage.
+    pub(crate) fn new() -> Self {
+        Self { order: tokio::sync::Mutex::new(()), due: AtomicBool::new(true) }
+    }
+
+    /// Creates every object and service of `plans`, all or nothing (see
+    /// [`launch_group`]), while no collection runs.
+    pub(crate) async fn launch<S: Swarm>(
+        &self,
+        swarm: &S,
+        node_id: &str,
+        agent_id: &str,
+        plans: &[TaskPlan],
+    ) -> Result<(), LaunchFailure> {
+        let result = {
+            let _order = self.order.lock().await;
+            launch_group(swarm, node_id, agent_id, plans).await
+        };
+        if result.is_err() {
+            self.collect_later();
+        }
+        result
+    }
+
+    /// Marks a collection as due.
+    pub(crate) fn collect_later(&self) {
+        self.due.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a collection is due.
+    pub(crate) fn due(&self) -> bool {
+        self.due.load(Ordering::SeqCst)
+    }
+
+    /// Collects the garbage (see [`collect_garbage`]) while no launch runs;
+    /// what could not be removed yet is collected at a later call.
+    pub(crate) async fn collect<S: Swarm>(&self, swarm: &S, agent_id: &str) -> Result<Collected, SwarmError> {
+        let _order = self.order.lock().await;
+        self.due.store(false, Ordering::SeqCst);
+        let result = collect_garbage(swarm, agent_id).await;
+        if result.as_ref().map_or(true, |c| c.busy > 0) {
+            self.collect_later();
+        }
+        result
+    }
+}
+
 /// Creates every object and service of `plans`. On failure, removes the
 /// services it created, so the group leaves nothing running; the caller then
 /// collects the garbage.
-pub async fn launch_group<S: Swarm>(
+async fn launch_group<S: Swarm>(
     swarm: &S,
     node_id: &str,
     agent_id: &str,
@@ -96,7 +160,7 @@ pub struct Collected {
 
 /// Removes this agent's networks, secrets and configs that none of its
 /// services references.
-pub async fn collect_garbage<S: Swarm>(swarm: &S, agent_id: &str) -> Result<Collected, SwarmError> {
+async fn collect_garbage<S: Swarm>(swarm: &S, agent_id: &str) -> Result<Collected, SwarmError> {
     let services = swarm.services(agent_id).await?;
     let mut used: HashSet<String> = HashSet::new();
     for service in &services {
@@ -136,10 +200,12 @@ pub async fn collect_garbage<S: Swarm>(swarm: &S, agent_id: &str) -> Result<Coll
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fake_swarm::FakeSwarm;
+    use crate::fake_swarm::{FakeSwarm, Hold};
     use crate::plan::{FilePlan, LaunchContext};
     use mpiswarm_mesos::task::{CommandInfo, ContainerInfo, NetworkInfo};
     use mpiswarm_mesos::{AgentId, FrameworkId, TaskInfo};
+    use std::sync::Arc;
+    use std::task::Poll;
 
     fn plan(name: &str) -> TaskPlan {
         let mut t = TaskInfo::new(name, name, &AgentId::new("A"));
@@ -193,5 +259,39 @@ mod tests {
         swarm.remove_service(&plans[1].service_name).await.unwrap();
         collect_garbage(&swarm, "A").await.unwrap();
         assert!(swarm.names().is_empty(), "{:?}", swarm.names());
+    }
+
+    #[tokio::test]
+    async fn a_collection_never_removes_the_objects_of_a_launch_under_way() {
+        let hold = Arc::new(Hold::default());
+        let swarm = Arc::new(FakeSwarm { hold: Some(Arc::clone(&hold)), ..Default::default() });
+        let objects = Arc::new(Objects::new());
+        let plans = vec![plan("a")];
+        let config = ("config".to_owned(), plans[0].files[0].object_name.clone());
+        let network = ("network".to_owned(), "net".to_owned());
+        let launch = {
+            let (swarm, objects, plans) = (Arc::clone(&swarm), Arc::clone(&objects), plans.clone());
+            tokio::spawn(async move { objects.launch(&*swarm, "node", "A", &plans).await })
+        };
+        // The launch made the network and the config and is creating the
+        // service: until it exists, nothing references them.
+        hold.entered.notified().await;
+        assert!(swarm.names().contains(&network) && swarm.names().contains(&config), "{:?}", swarm.names());
+        let collection = objects.collect(&*swarm, "A");
+        tokio::pin!(collection);
+        // A collection that does not wait for the launch runs to its end here.
+        let early = futures::poll!(&mut collection);
+        hold.release.notify_one();
+        launch.await.unwrap().unwrap();
+        let collected = match early {
+            Poll::Ready(collected) => collected,
+            Poll::Pending => collection.await,
+        }
+        .unwrap();
+        assert!(collected.removed.is_empty(), "a collection removed {:?} from under a launch", collected.removed);
+        let left = swarm.names();
+        assert!(left.contains(&network) && left.contains(&config), "the launched task lost its objects: {left:?}");
+        assert!(left.contains(&("service".to_owned(), plans[0].service_name.clone())), "{left:?}");
+        assert!(!objects.due(), "nothing is left to collect");
     }
 }

@@ -7,14 +7,19 @@
 //! - [`mounts`]: Mesos volumes -> named volumes, allowed host paths, tmpfs;
 //! - [`spec`]: plan -> Swarm service, network, secret and config specs;
 //! - [`swarm`]: the Docker operations used, as a trait, over bollard;
-//! - [`launch`]: group launch with rollback, and garbage collection;
 //! - [`observe`]: Swarm task state -> Mesos task state;
-//! - [`agent`]: the agent's state (tasks, ids, handles, counters);
+//! - [`agent`]: the agent, made of owned parts (its module doc says why
+//!   parts and not one actor):
+//!   - [`tasks`]: the task table (records, statuses, launch and kill marks);
+//!   - [`launch`]: group launch with rollback, and garbage collection, one
+//!     at a time;
+//!   - [`output`]: each task's stdout and stderr followed from Docker into
+//!     its [`sandbox`] (bounded, kept like a Mesos sandbox);
+//!   - [`node_watch`]: the served node's health, and whether it is served;
+//!   - [`orphans`]: services no task owns, until their grace ends;
 //! - [`events`]: what each offer-layer event does;
 //! - [`lifecycle`]: launch (all or nothing), kill, acknowledge;
-//! - [`statuses`]: state changes and the TaskStatus they send;
-//! - [`sandbox`] / [`output`]: each task's stdout and stderr, bounded, kept
-//!   like a Mesos sandbox / followed from Docker into it;
+//! - [`statuses`]: the outbox of statuses and the TaskStatus they carry;
 //! - [`files`]: `/files/read` and `/files/browse` over the sandbox;
 //! - [`resync`]: Swarm -> statuses, removal of what ended or nobody owns;
 //! - [`store`]: agent id and task records on disk, for restarts;
@@ -25,8 +30,7 @@
 //! - [`node_health`]: the served node down in Swarm -> its tasks LOST, the
 //!   agent withdrawn from the offer layer until the node is ready;
 //! - [`http`]: `/healthz`, `/readyz`, `/metrics`, `/state`;
-//! - [`run`]: `mpiswarm agent`;
-//! - [`images`]: `mpiswarm images` (the rank image).
+//! - [`run`]: `mpiswarm agent`.
 
 pub mod agent;
 pub mod events;
@@ -34,7 +38,6 @@ pub mod events;
 mod fake_swarm;
 pub mod files;
 pub mod http;
-pub mod images;
 pub mod labels;
 pub mod launch;
 pub mod lifecycle;
@@ -42,7 +45,9 @@ mod locks;
 pub mod mounts;
 pub mod node;
 pub mod node_health;
+pub mod node_watch;
 pub mod observe;
+mod orphans;
 pub mod output;
 pub mod plan;
 pub mod resync;
@@ -52,6 +57,7 @@ pub mod spec;
 pub mod statuses;
 pub mod store;
 pub mod swarm;
+pub mod tasks;
 pub mod watchdog;
 pub mod writer;
 

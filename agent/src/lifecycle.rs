@@ -1,7 +1,8 @@
 //! A task's life on this agent as the framework drives it: LAUNCH (a group
 //! starts whole or not at all), KILL (the service is removed, then
 //! TASK_KILLED), and ACKNOWLEDGED (a terminal task is forgotten). Swarm work
-//! goes through [`crate::launch`]; statuses through [`crate::statuses`].
+//! goes through [`crate::launch::Objects`]; states and statuses through the
+//! task table ([`crate::tasks`]); output through [`crate::output`].
 
 use std::sync::Arc;
 
@@ -9,14 +10,14 @@ use mpiswarm_mesos::{
     Bytes, ExecutorInfo, FrameworkId, FrameworkInfo, Reason, TaskId, TaskInfo, TaskState, TaskStatus,
 };
 
-use crate::agent::{Agent, Outgoing, Tracked};
-use crate::launch::{self, LaunchFailure};
-use crate::locks::lock;
+use crate::agent::Agent;
+use crate::launch::LaunchFailure;
 use crate::observe::Observed;
 use crate::output::Owner;
 use crate::plan::{self, LaunchContext, TaskPlan};
 use crate::store::TaskRecord;
 use crate::swarm::Swarm;
+use crate::tasks::{KillStart, LaunchStart};
 
 impl<S: Swarm + 'static> Agent<S> {
     /// LAUNCH (one task) and LAUNCH_GROUP: all tasks start, or none does.
@@ -69,27 +70,26 @@ impl<S: Swarm + 'static> Agent<S> {
                     (Reason::ReasonTaskGroupInvalid, format!("not launched because its group is invalid: {invalid}")),
                 );
                 for (task_id, state, reason, message) in ends {
-                    self.send_untracked(&framework_id, &task_id, executor_id.as_ref(), state, reason, message);
+                    self.tasks.send_untracked(&framework_id, &task_id, executor_id.as_ref(), state, reason, message);
                 }
                 return;
             }
         };
+        let names: Vec<String> = plans.iter().map(|p| p.service_name.clone()).collect();
         // Duplicate launches (a retried ACCEPT) re-report instead of relaunching.
-        {
-            let tasks_map = lock(&self.tasks);
-            if let Some(p) = plans.iter().find(|p| tasks_map.contains_key(&p.service_name)) {
-                let existing = &tasks_map[&p.service_name].record;
-                tracing::warn!(task = %p.task_id, "task already known; re-sending its status");
-                self.queue(Outgoing { framework_id, status: existing.status.clone() });
+        match self.tasks.begin_launch(&names) {
+            LaunchStart::Go => {}
+            LaunchStart::Known(existing) => {
+                tracing::warn!(task = %existing.status.task_id, "task already known; re-sending its status");
+                self.tasks.resend(*existing);
+                return;
+            }
+            LaunchStart::InFlight(service) => {
+                tracing::warn!(service, "task already being launched; its launch reports it");
                 return;
             }
         }
-        let names: Vec<String> = plans.iter().map(|p| p.service_name.clone()).collect();
-        lock(&self.launching).extend(names.iter().cloned());
-        let result = {
-            let _objects = self.objects.lock().await;
-            launch::launch_group(&self.swarm, &self.node_id, &agent_id.value, &plans).await
-        };
+        let result = self.objects.launch(&*self.swarm, &self.node_id, &agent_id.value, &plans).await;
         match result {
             Ok(()) => {
                 for (plan, task) in plans.iter().zip(&tasks) {
@@ -103,10 +103,9 @@ impl<S: Swarm + 'static> Agent<S> {
                         status: TaskStatus::new(task.task_id.clone(), TaskState::Staging),
                         acknowledged: false,
                     };
-                    lock(&self.tasks).insert(plan.service_name.clone(), Tracked { record, killing: false });
                     let created = format!("service {} created", plan.service_name);
-                    self.transition(&plan.service_name, Observed::simple(TaskState::Starting, created));
-                    self.follow_output(&plan.service_name, Owner::new(&framework_id, &task.task_id));
+                    self.tasks.launched(record, Observed::simple(TaskState::Starting, created));
+                    self.outputs.follow(&plan.service_name, Owner::new(&framework_id, &task.task_id));
                 }
                 tracing::info!(services = ?names, "launched");
                 self.counters.launched.inc_by(plans.len() as u64);
@@ -114,7 +113,6 @@ impl<S: Swarm + 'static> Agent<S> {
             Err(LaunchFailure { task_id, source }) => {
                 tracing::warn!(%task_id, error = %source, "launch failed; the group is rolled back");
                 self.counters.launch_failures.inc();
-                *lock(&self.gc_pending) = true;
                 let ends = group_ends(
                     &tasks,
                     &task_id,
@@ -125,20 +123,11 @@ impl<S: Swarm + 'static> Agent<S> {
                     ),
                 );
                 for (task_id, state, reason, message) in ends {
-                    self.send_untracked(&framework_id, &task_id, executor_id.as_ref(), state, reason, message);
+                    self.tasks.send_untracked(&framework_id, &task_id, executor_id.as_ref(), state, reason, message);
                 }
             }
         }
-        {
-            let mut launching = lock(&self.launching);
-            for n in &names {
-                launching.remove(n);
-            }
-        }
-        let killed: Vec<String> = {
-            let mut requested = lock(&self.kill_requested);
-            names.iter().filter(|n| requested.remove(*n)).cloned().collect()
-        };
+        let killed = self.tasks.end_launch(&names);
         for name in killed {
             self.kill_service(&name).await;
         }
@@ -147,17 +136,14 @@ impl<S: Swarm + 'static> Agent<S> {
     /// KILL: remove the service; TASK_KILLED once it is gone.
     pub async fn kill_task(self: &Arc<Self>, framework_id: &FrameworkId, task_id: &TaskId) {
         let name = plan::service_name(framework_id, task_id);
-        if lock(&self.launching).contains(&name) {
-            lock(&self.kill_requested).insert(name);
-            return;
-        }
-        let known = lock(&self.tasks).get(&name).map(|t| t.record.status.clone());
-        match known {
-            None => {
+        match self.tasks.begin_kill(&name) {
+            // The launch runs the KILL when it ends.
+            KillStart::Deferred => {}
+            KillStart::Unknown => {
                 // A task already forgotten may still have output kept: a KILL
                 // means its job is gone, and the output goes with it.
-                self.remove_output(Owner::new(framework_id, task_id));
-                self.send_untracked(
+                self.outputs.remove(Owner::new(framework_id, task_id));
+                self.tasks.send_untracked(
                     framework_id,
                     task_id,
                     None,
@@ -166,56 +152,46 @@ impl<S: Swarm + 'static> Agent<S> {
                     format!("task '{task_id}' is not known on this agent"),
                 );
             }
-            Some(status) if status.state.is_terminal() => {
-                // Already over: the framework gets the terminal state again.
-                self.queue(Outgoing { framework_id: framework_id.clone(), status });
-            }
-            Some(_) => self.kill_service(&name).await,
+            // Already over: the framework gets the terminal state again.
+            KillStart::Ended(status) => self.tasks.resend(*status),
+            KillStart::Live => self.remove_killed(&name).await,
         }
     }
 
+    /// Kills a launched task whose KILL came while it was being launched.
     async fn kill_service(self: &Arc<Self>, name: &str) {
-        if let Some(t) = lock(&self.tasks).get_mut(name) {
-            t.killing = true;
+        if let KillStart::Live = self.tasks.begin_kill(name) {
+            self.remove_killed(name).await;
         }
+    }
+
+    /// Removes the service of a task marked as being killed; TASK_KILLED
+    /// once it is gone.
+    async fn remove_killed(self: &Arc<Self>, name: &str) {
         // No TASK_KILLING: Mesos sends it only to frameworks with the
         // TASK_KILLING_STATE capability, and the kill is quick here.
         let removed = self.swarm.remove_service(name).await;
-        *lock(&self.gc_pending) = true;
+        self.objects.collect_later();
         match removed {
             Ok(()) => {
-                self.transition(name, Observed::simple(TaskState::Killed, "killed: service removed"));
-                self.stop_output(name).await;
+                self.tasks.transition(name, Observed::simple(TaskState::Killed, "killed: service removed"));
+                self.outputs.stop(name).await;
+                self.tasks.end_kill(name);
+                self.collect_garbage().await;
             }
             Err(e) => {
                 tracing::error!(service = name, error = %e, "could not remove service");
-                if let Some(t) = lock(&self.tasks).get_mut(name) {
-                    t.killing = false;
-                }
-                return;
+                self.tasks.end_kill(name);
             }
         }
-        if let Some(t) = lock(&self.tasks).get_mut(name) {
-            t.killing = false;
-        }
-        self.collect_garbage().await;
     }
 
     pub(crate) fn acknowledged(&self, framework_id: &FrameworkId, task_id: &TaskId, uuid: &Bytes) {
         let name = plan::service_name(framework_id, task_id);
-        let mut tasks = lock(&self.tasks);
-        let Some(t) = tasks.get_mut(&name) else { return };
-        if t.record.status.uuid.as_ref() != Some(uuid) {
-            return;
-        }
-        if t.record.status.state.is_terminal() {
-            if crate::output::dropped_at_acknowledgement(t.record.status.state) {
-                self.remove_output(Owner::new(framework_id, task_id));
-            }
-            tasks.remove(&name);
-            self.writer.forget_task(&name);
-        } else {
-            t.record.acknowledged = true;
+        if let Some(ended) = self.tasks.acknowledged(&name, uuid)
+            && crate::output::dropped_at_acknowledgement(ended)
+        {
+            self.outputs.remove(Owner::new(framework_id, task_id));
         }
     }
 }
@@ -244,6 +220,7 @@ pub(crate) fn group_ends(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::agent::Outgoing;
     use crate::fake_swarm::FakeSwarm;
     use crate::store::Store;
     use mpiswarm_mesos::{AgentId, CommandInfo, ContainerInfo};

@@ -18,7 +18,9 @@
 //! - any other source (SANDBOX_PATH, CSI_VOLUME, UNKNOWN, none): refused.
 //!
 //! `mode: RO` mounts read-only. Resolving host paths reads the filesystem,
-//! so planning runs off the async workers.
+//! so planning runs off the async workers. Each refusal is a
+//! [`MountError`] naming the volume, the offending value and what to give
+//! instead; it reaches the framework in the TASK_ERROR's message.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -33,6 +35,88 @@ pub enum MountPlan {
     Bind { source: String, target: String, read_only: bool },
     /// A fresh tmpfs.
     Tmpfs { target: String, size_bytes: Option<i64>, mode: Option<i64> },
+}
+
+/// Why a flag `--allow-host-path-prefix` cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PrefixError {
+    #[error("--allow-host-path-prefix '{}' is not an absolute path: give the directory from /", .prefix.display())]
+    NotAbsolute { prefix: PathBuf },
+    #[error("--allow-host-path-prefix '{}' cannot be resolved: {source}; give an existing directory", .prefix.display())]
+    Unresolvable {
+        prefix: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The prefixes host paths may lie under, as an error message shows them.
+#[derive(Debug, Clone)]
+pub struct Allowed(Vec<PathBuf>);
+
+impl std::fmt::Display for Allowed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("none; start the agent with --allow-host-path-prefix");
+        }
+        let shown: Vec<String> = self.0.iter().map(|a| a.display().to_string()).collect();
+        f.write_str(&shown.join(", "))
+    }
+}
+
+/// Why a host path may not be bind-mounted.
+#[derive(Debug, thiserror::Error)]
+pub enum HostPathError {
+    #[error("host path '{path}' is not absolute: give the path from /")]
+    NotAbsolute { path: String },
+    #[error("host path '{path}' is not allowed (allowed prefixes: {allowed})")]
+    NoneAllowed { path: String, allowed: Allowed },
+    #[error("host path '{path}' cannot be resolved on this node: {source}")]
+    Unresolvable {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "host path '{path}' (resolved to '{}') is not under an allowed prefix (allowed: {allowed})",
+        .resolved.display()
+    )]
+    Outside { path: String, resolved: PathBuf, allowed: Allowed },
+}
+
+/// Why a volume of a TaskInfo cannot be mounted.
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("volume {target}: {source}")]
+    HostPath {
+        target: String,
+        #[source]
+        source: HostPathError,
+    },
+    #[error("volume {target}: source.host_path.path is missing; give the host path to bind")]
+    HostPathMissing { target: String },
+    #[error("volume {target}: it has no source (give source.type and its fields)")]
+    NoSource { target: String },
+    #[error(
+        "volume {target}: source type '{kind}' is not supported (DOCKER_VOLUME, HOST_PATH, SECRET; a tmpfs is DOCKER_VOLUME with driver 'tmpfs')"
+    )]
+    SourceType { target: String, kind: String },
+    #[error("volume {target}: source.docker_volume is missing; give its name (and driver)")]
+    DockerVolumeMissing { target: String },
+    #[error("volume {target}: tmpfs size '{value}' is not bytes (e.g. 67108864, 64m, 1g)")]
+    TmpfsSize { target: String, value: String },
+    #[error("volume {target}: tmpfs mode '{value}' is not octal (e.g. 1777)")]
+    TmpfsMode { target: String, value: String },
+    #[error("volume {target}: tmpfs option '{option}' is not supported (size, mode)")]
+    TmpfsOption { target: String, option: String },
+    #[error("volume {target}: a tmpfs cannot be read-only (mode RO); use RW")]
+    TmpfsReadOnly { target: String },
+    #[error(
+        "volume {target}: docker_volume.name '{name}' is not a Docker volume name (letters, digits, '_', '.', '-'; starting with a letter or digit)"
+    )]
+    VolumeName { target: String, name: String },
+    #[error("volume container_path '{target}' must be an absolute path other than / without '..'")]
+    ContainerPath { target: String },
 }
 
 /// The pseudo volume driver that asks for a tmpfs.
@@ -51,64 +135,55 @@ impl HostPaths {
     }
 
     /// Allows paths under each of `prefixes` (absolute, existing; resolved here).
-    pub fn allow(prefixes: &[PathBuf]) -> Result<Self, String> {
+    pub fn allow(prefixes: &[PathBuf]) -> Result<Self, PrefixError> {
         let mut allowed = Vec::new();
         for p in prefixes {
             if !p.is_absolute() {
-                return Err(format!("--allow-host-path-prefix '{}' is not an absolute path", p.display()));
+                return Err(PrefixError::NotAbsolute { prefix: p.clone() });
             }
-            let real = std::fs::canonicalize(p)
-                .map_err(|e| format!("--allow-host-path-prefix '{}' cannot be resolved: {e}", p.display()))?;
+            let real =
+                std::fs::canonicalize(p).map_err(|source| PrefixError::Unresolvable { prefix: p.clone(), source })?;
             allowed.push(real);
         }
         Ok(Self { allowed })
     }
 
     /// The resolved path if `path` may be bind-mounted, else why not.
-    pub fn check(&self, path: &str) -> Result<PathBuf, String> {
+    pub fn check(&self, path: &str) -> Result<PathBuf, HostPathError> {
         let p = Path::new(path);
         if !p.is_absolute() {
-            return Err(format!("host path '{path}' is not absolute"));
+            return Err(HostPathError::NotAbsolute { path: path.to_owned() });
         }
-        let allowed = || {
-            if self.allowed.is_empty() {
-                "none; start the agent with --allow-host-path-prefix".to_owned()
-            } else {
-                self.allowed.iter().map(|a| a.display().to_string()).collect::<Vec<_>>().join(", ")
-            }
-        };
-        // Refuse before touching the disk when even the written path is out.
-        let lexical: PathBuf = p.components().filter(|c| !matches!(c, Component::CurDir)).collect();
+        let allowed = || Allowed(self.allowed.clone());
+        // Refuse before touching the disk when no path at all is allowed.
         if self.allowed.is_empty() {
-            return Err(format!("host path '{path}' is not allowed (allowed prefixes: {})", allowed()));
+            return Err(HostPathError::NoneAllowed { path: path.to_owned(), allowed: allowed() });
         }
+        let lexical: PathBuf = p.components().filter(|c| !matches!(c, Component::CurDir)).collect();
         let real = std::fs::canonicalize(&lexical)
-            .map_err(|e| format!("host path '{path}' cannot be resolved on this node: {e}"))?;
+            .map_err(|source| HostPathError::Unresolvable { path: path.to_owned(), source })?;
         if !self.allowed.iter().any(|a| real.starts_with(a)) {
-            return Err(format!(
-                "host path '{path}' (resolved to '{}') is not under an allowed prefix (allowed: {})",
-                real.display(),
-                allowed()
-            ));
+            return Err(HostPathError::Outside { path: path.to_owned(), resolved: real, allowed: allowed() });
         }
         Ok(real)
     }
 }
 
 /// The mounts of `volumes` (SECRET volumes are skipped: they are files).
-pub fn mounts(volumes: &[Volume], host_paths: &HostPaths) -> Result<Vec<MountPlan>, String> {
+pub fn mounts(volumes: &[Volume], host_paths: &HostPaths) -> Result<Vec<MountPlan>, MountError> {
     let mut out = Vec::new();
     for volume in volumes {
         let target = &volume.container_path;
         let read_only = volume.mode == VolumeMode::Ro;
         if let Some(host) = &volume.host_path {
-            let source = host_paths.check(host).map_err(|e| format!("volume {target}: {e}"))?;
+            let source =
+                host_paths.check(host).map_err(|source| MountError::HostPath { target: target.clone(), source })?;
             check_target(target)?;
             out.push(MountPlan::Bind { source: source.display().to_string(), target: target.clone(), read_only });
             continue;
         }
         let Some(source) = &volume.source else {
-            return Err(format!("volume {target}: it has no source (give source.type and its fields)"));
+            return Err(MountError::NoSource { target: target.clone() });
         };
         let kind = source.get("type").and_then(|t| t.as_str()).unwrap_or("");
         let plan = match kind {
@@ -119,16 +194,12 @@ pub fn mounts(volumes: &[Volume], host_paths: &HostPaths) -> Result<Vec<MountPla
                     .get("host_path")
                     .and_then(|h| h.get("path"))
                     .and_then(|p| p.as_str())
-                    .ok_or_else(|| format!("volume {target}: source.host_path.path is missing"))?;
-                let real = host_paths.check(path).map_err(|e| format!("volume {target}: {e}"))?;
+                    .ok_or_else(|| MountError::HostPathMissing { target: target.clone() })?;
+                let real =
+                    host_paths.check(path).map_err(|source| MountError::HostPath { target: target.clone(), source })?;
                 MountPlan::Bind { source: real.display().to_string(), target: target.clone(), read_only }
             }
-            other => {
-                return Err(format!(
-                    "volume {target}: source type '{other}' is not supported (DOCKER_VOLUME, HOST_PATH, SECRET; \
-                     a tmpfs is DOCKER_VOLUME with driver 'tmpfs')"
-                ));
-            }
+            other => return Err(MountError::SourceType { target: target.clone(), kind: other.to_owned() }),
         };
         check_target(target)?;
         out.push(plan);
@@ -136,8 +207,9 @@ pub fn mounts(volumes: &[Volume], host_paths: &HostPaths) -> Result<Vec<MountPla
     Ok(out)
 }
 
-fn docker_volume(spec: Option<&serde_json::Value>, target: &str, read_only: bool) -> Result<MountPlan, String> {
-    let spec = spec.ok_or_else(|| format!("volume {target}: source.docker_volume is missing"))?;
+fn docker_volume(spec: Option<&serde_json::Value>, target: &str, read_only: bool) -> Result<MountPlan, MountError> {
+    let target_owned = || target.to_owned();
+    let spec = spec.ok_or_else(|| MountError::DockerVolumeMissing { target: target_owned() })?;
     let driver = spec.get("driver").and_then(|d| d.as_str()).filter(|d| !d.is_empty());
     let options: Vec<(String, String)> = spec
         .get("driver_options")
@@ -153,29 +225,28 @@ fn docker_volume(spec: Option<&serde_json::Value>, target: &str, read_only: bool
         for (key, value) in &options {
             match key.as_str() {
                 "size" => {
-                    size_bytes = Some(size(value).ok_or_else(|| {
-                        format!("volume {target}: tmpfs size '{value}' is not bytes (e.g. 67108864, 64m, 1g)")
-                    })?)
+                    size_bytes = Some(
+                        size(value)
+                            .ok_or_else(|| MountError::TmpfsSize { target: target_owned(), value: value.clone() })?,
+                    )
                 }
                 "mode" => {
                     mode = Some(
                         i64::from_str_radix(value, 8)
-                            .map_err(|_| format!("volume {target}: tmpfs mode '{value}' is not octal (e.g. 1777)"))?,
+                            .map_err(|_| MountError::TmpfsMode { target: target_owned(), value: value.clone() })?,
                     )
                 }
-                other => return Err(format!("volume {target}: tmpfs option '{other}' is not supported (size, mode)")),
+                other => return Err(MountError::TmpfsOption { target: target_owned(), option: other.to_owned() }),
             }
         }
         if read_only {
-            return Err(format!("volume {target}: a tmpfs cannot be read-only (mode RO); use RW"));
+            return Err(MountError::TmpfsReadOnly { target: target_owned() });
         }
         return Ok(MountPlan::Tmpfs { target: target.to_owned(), size_bytes, mode });
     }
     let name = spec.get("name").and_then(|n| n.as_str()).unwrap_or("");
     if !is_volume_name(name) {
-        return Err(format!(
-            "volume {target}: docker_volume.name '{name}' is not a Docker volume name (letters, digits, '_', '.', '-'; starting with a letter or digit)"
-        ));
+        return Err(MountError::VolumeName { target: target_owned(), name: name.to_owned() });
     }
     Ok(MountPlan::Volume {
         name: name.to_owned(),
@@ -204,10 +275,10 @@ fn size(text: &str) -> Option<i64> {
     digits.parse::<i64>().ok().filter(|n| *n > 0)?.checked_mul(unit)
 }
 
-fn check_target(target: &str) -> Result<(), String> {
+fn check_target(target: &str) -> Result<(), MountError> {
     let p = Path::new(target);
     if !p.is_absolute() || p.components().any(|c| matches!(c, Component::ParentDir)) || target == "/" {
-        return Err(format!("volume container_path '{target}' must be an absolute path other than / without '..'"));
+        return Err(MountError::ContainerPath { target: target.to_owned() });
     }
     Ok(())
 }
@@ -282,25 +353,27 @@ mod tests {
         for escape in
             [format!("{}/in/../../private", allowed.display()), format!("{}/sneaky", allowed.display()), "/etc".into()]
         {
-            let err = bind(&escape).unwrap_err();
+            let err = bind(&escape).unwrap_err().to_string();
             assert!(
                 err.contains(&format!("host path '{escape}'")) && err.contains("not under an allowed prefix"),
                 "{err}"
             );
         }
-        assert!(bind("relative/path").unwrap_err().contains("is not absolute"));
-        assert!(bind(&format!("{}/missing", allowed.display())).unwrap_err().contains("cannot be resolved"));
+        assert!(bind("relative/path").unwrap_err().to_string().contains("is not absolute"));
+        assert!(
+            bind(&format!("{}/missing", allowed.display())).unwrap_err().to_string().contains("cannot be resolved")
+        );
         // The deprecated top-level host_path follows the same rule.
         let legacy = volume(serde_json::json!({"container_path": "/in", "mode": "RW", "host_path": "/etc"}));
-        assert!(mounts(&[legacy], &policy).unwrap_err().contains("host path '/etc'"));
+        assert!(mounts(&[legacy], &policy).unwrap_err().to_string().contains("host path '/etc'"));
         let none = volume(serde_json::json!({"container_path": "/in", "mode": "RW", "host_path": inside}));
-        let err = mounts(&[none], &HostPaths::none()).unwrap_err();
+        let err = mounts(&[none], &HostPaths::none()).unwrap_err().to_string();
         assert!(err.contains("--allow-host-path-prefix"), "{err}");
     }
 
     #[test]
     fn unsupported_sources_and_bad_fields_name_what_is_wrong() {
-        let refuse = |json: serde_json::Value| mounts(&[volume(json)], &HostPaths::none()).unwrap_err();
+        let refuse = |json: serde_json::Value| mounts(&[volume(json)], &HostPaths::none()).unwrap_err().to_string();
         assert!(
             refuse(serde_json::json!({"container_path": "/x", "mode": "RW", "source": {"type": "SANDBOX_PATH"}}))
                 .contains("'SANDBOX_PATH' is not supported")
@@ -330,7 +403,7 @@ mod tests {
         let plans = mounts(&others, &HostPaths::none()).unwrap();
         assert!(matches!(&plans[0], MountPlan::Volume { name, read_only: false, .. } if name == "pi-results"));
         assert!(matches!(&plans[1], MountPlan::Tmpfs { size_bytes: Some(n), .. } if *n == 256 << 20));
-        let err = mounts(&host, &HostPaths::none()).unwrap_err();
+        let err = mounts(&host, &HostPaths::none()).unwrap_err().to_string();
         assert!(err.contains("host path '/srv/datasets/pi'"), "{err}");
     }
 }

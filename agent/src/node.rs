@@ -32,9 +32,39 @@ pub enum NodeError {
     #[error("--node {node}: no such swarm node (see `docker node ls` on the manager)")]
     UnknownNode { node: String },
     #[error("invalid --resources '{input}': {reason}")]
-    Resources { input: String, reason: String },
+    Resources { input: String, reason: ResourceSyntax },
     #[error("invalid --attributes '{input}': {reason}")]
-    Attributes { input: String, reason: String },
+    Attributes { input: String, reason: AttributeSyntax },
+}
+
+/// What is wrong with an item of `--resources` (Mesos' syntax, `cpus:4;mem:8192;ports:[31000-32000]`).
+#[derive(Debug, thiserror::Error)]
+pub enum ResourceSyntax {
+    #[error("'{item}' is not name:value (e.g. cpus:4)")]
+    NotNameValue { item: String },
+    #[error("'{item}' has no resource name (e.g. cpus:4)")]
+    NoName { item: String },
+    #[error("range '{range}' is not begin-end (e.g. ports:[31000-32000])")]
+    Range { range: String },
+    #[error("range start '{value}' is not a number")]
+    RangeStart { value: String },
+    #[error("range end '{value}' is not a number")]
+    RangeEnd { value: String },
+    #[error("range {begin}-{end} is empty: the begin must not exceed the end")]
+    EmptyRange { begin: u64, end: u64 },
+    #[error("{name}: '{value}' is not a number")]
+    NotANumber { name: String, value: String },
+    #[error("{name}: {value} must be a finite number >= 0")]
+    OutOfRange { name: String, value: f64 },
+}
+
+/// What is wrong with an item of `--attributes` (`rack=r1,zone=a`).
+#[derive(Debug, thiserror::Error)]
+pub enum AttributeSyntax {
+    #[error("'{item}' is not name=value (e.g. rack=r1)")]
+    NotNameValue { item: String },
+    #[error("'{item}' has no name (e.g. rack=r1)")]
+    NoName { item: String },
 }
 
 /// Connects to `url` (`unix:///path`, `tcp://host:port`, `http://...`), or
@@ -123,31 +153,35 @@ pub fn resources(facts: &NodeFacts, flag: Option<&str>) -> Result<Vec<Resource>,
     by_name.insert("cpus".into(), Resource::scalar("cpus", facts.cpus));
     by_name.insert("mem".into(), Resource::scalar("mem", facts.mem_mib));
     for item in flag.unwrap_or("").split(';').map(str::trim).filter(|s| !s.is_empty()) {
-        let bad = |reason: String| NodeError::Resources { input: flag.unwrap_or("").to_owned(), reason };
-        let (name, value) = item.split_once(':').ok_or_else(|| bad(format!("'{item}' is not name:value")))?;
+        let bad = |reason: ResourceSyntax| NodeError::Resources { input: flag.unwrap_or("").to_owned(), reason };
+        let (name, value) =
+            item.split_once(':').ok_or_else(|| bad(ResourceSyntax::NotNameValue { item: item.to_owned() }))?;
         let name = name.trim();
         if name.is_empty() {
-            return Err(bad(format!("'{item}' has no resource name")));
+            return Err(bad(ResourceSyntax::NoName { item: item.to_owned() }));
         }
         let value = value.trim();
         let resource = if let Some(inner) = value.strip_prefix('[').and_then(|v| v.strip_suffix(']')) {
             let mut ranges = Vec::new();
             for r in inner.split(',') {
-                let (b, e) = r.trim().split_once('-').ok_or_else(|| bad(format!("range '{r}' is not begin-end")))?;
+                let (b, e) =
+                    r.trim().split_once('-').ok_or_else(|| bad(ResourceSyntax::Range { range: r.to_owned() }))?;
                 let (b, e): (u64, u64) = (
-                    b.trim().parse().map_err(|_| bad(format!("range start '{b}' is not a number")))?,
-                    e.trim().parse().map_err(|_| bad(format!("range end '{e}' is not a number")))?,
+                    b.trim().parse().map_err(|_| bad(ResourceSyntax::RangeStart { value: b.to_owned() }))?,
+                    e.trim().parse().map_err(|_| bad(ResourceSyntax::RangeEnd { value: e.to_owned() }))?,
                 );
                 if b > e {
-                    return Err(bad(format!("range {b}-{e} is empty")));
+                    return Err(bad(ResourceSyntax::EmptyRange { begin: b, end: e }));
                 }
                 ranges.push((b, e));
             }
             Resource::ranges(name, ranges)
         } else {
-            let v: f64 = value.parse().map_err(|_| bad(format!("{name}: '{value}' is not a number")))?;
+            let v: f64 = value
+                .parse()
+                .map_err(|_| bad(ResourceSyntax::NotANumber { name: name.to_owned(), value: value.to_owned() }))?;
             if !v.is_finite() || v < 0.0 {
-                return Err(bad(format!("{name}: {v} must be a finite number >= 0")));
+                return Err(bad(ResourceSyntax::OutOfRange { name: name.to_owned(), value: v }));
             }
             Resource::scalar(name, v)
         };
@@ -164,12 +198,11 @@ pub fn attributes(facts: &NodeFacts, node_id: &str, flag: Option<&str>) -> Resul
     map.insert("swarm_node_id".into(), node_id.to_owned());
     let input = flag.unwrap_or("");
     for item in input.split([',', ';']).map(str::trim).filter(|s| !s.is_empty()) {
-        let (k, v) = item.split_once(['=', ':']).ok_or_else(|| NodeError::Attributes {
-            input: input.to_owned(),
-            reason: format!("'{item}' is not name=value"),
-        })?;
+        let bad = |reason: AttributeSyntax| NodeError::Attributes { input: input.to_owned(), reason };
+        let (k, v) =
+            item.split_once(['=', ':']).ok_or_else(|| bad(AttributeSyntax::NotNameValue { item: item.to_owned() }))?;
         if k.trim().is_empty() {
-            return Err(NodeError::Attributes { input: input.to_owned(), reason: format!("'{item}' has no name") });
+            return Err(bad(AttributeSyntax::NoName { item: item.to_owned() }));
         }
         map.insert(k.trim().to_owned(), v.trim().to_owned());
     }

@@ -16,16 +16,16 @@
 //!
 //! It never launches anything, and a node whose status cannot be read (the
 //! manager does not answer) is left as it was: not knowing is not down.
+//! The node's state and the serving flag are [`crate::node_watch`]'s; this
+//! module is what the agent does with them.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bollard::models::NodeState;
 use mpiswarm_mesos::{Reason, TaskState};
 
 use crate::agent::Agent;
-use crate::locks::lock;
+use crate::node_watch::{Health, Verdict, classify};
 use crate::observe::Observed;
 use crate::swarm::Swarm;
 
@@ -33,47 +33,6 @@ use crate::swarm::Swarm;
 /// offer layer before it drops the subscription anyway (they are then
 /// reported in the next SUBSCRIBE).
 const SETTLE_DEADLINE: Duration = Duration::from_secs(10);
-
-/// What the manager says of the node, as the agent acts on it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Health {
-    Ready,
-    /// `down` or `disconnected`: its tasks are lost.
-    Down {
-        state: String,
-        message: String,
-    },
-    /// `unknown` (a manager that just started has not heard from it yet):
-    /// nothing is done either way.
-    Unsure,
-}
-
-/// Classifies the node's Swarm status. Pure.
-pub fn classify(state: Option<NodeState>, message: Option<&str>) -> Health {
-    match state {
-        Some(NodeState::READY) => Health::Ready,
-        Some(s @ (NodeState::DOWN | NodeState::DISCONNECTED)) => {
-            Health::Down { state: s.to_string(), message: message.unwrap_or_default().to_owned() }
-        }
-        Some(NodeState::UNKNOWN) | None => Health::Unsure,
-    }
-}
-
-/// The node as the agent last saw it.
-#[derive(Debug)]
-pub(crate) struct NodeWatch {
-    /// The node's hostname (or id), for messages.
-    pub(crate) name: String,
-    pub(crate) last_ready: Instant,
-    /// When the agent first saw it down, while it is.
-    pub(crate) down_since: Option<Instant>,
-}
-
-impl NodeWatch {
-    pub(crate) fn new(name: String) -> Self {
-        Self { name, last_ready: Instant::now(), down_since: None }
-    }
-}
 
 impl<S: Swarm + 'static> Agent<S> {
     /// Asks the manager for the node's status once and acts on it.
@@ -88,40 +47,21 @@ impl<S: Swarm + 'static> Agent<S> {
     /// are lost and the agent withdraws; while it stays down, tasks that
     /// were being launched are lost too; back to ready, the agent serves again.
     pub async fn node_is(self: &Arc<Self>, health: Health) {
-        match health {
-            Health::Unsure => {}
-            Health::Ready => {
-                let was_down = {
-                    let mut w = lock(&self.node_watch);
-                    w.last_ready = Instant::now();
-                    w.down_since.take()
-                };
-                if let Some(since) = was_down {
-                    tracing::info!(node = %self.node_name(), down_for = ?since.elapsed(), "the node is ready again: serving it");
-                    self.serving.send_replace(true);
-                }
+        match self.node.saw(health) {
+            Verdict::Unchanged => {}
+            Verdict::BackUp { down_for } => {
+                tracing::info!(node = %self.node.name(), ?down_for, "the node is ready again: serving it");
+                self.node.set_serving(true);
             }
-            Health::Down { state, message } => {
-                let (first, unseen_for) = {
-                    let mut w = lock(&self.node_watch);
-                    let first = w.down_since.is_none();
-                    if first {
-                        w.down_since = Some(Instant::now());
-                    }
-                    (first, w.last_ready.elapsed())
-                };
-                let why = format!(
-                    "swarm node {} is {state}{} (noticed {:.1} s after it was last seen ready)",
-                    self.node_name(),
-                    if message.is_empty() { String::new() } else { format!(": {message}") },
-                    unseen_for.as_secs_f64()
-                );
+            Verdict::Down { first, why } => {
                 let lost = self.lose_tasks(&why).await;
                 if first {
                     self.counters.node_losses.inc();
-                    tracing::warn!(node = %self.node_name(), tasks_lost = lost, "{why}; withdrawing from the offer layer until it is ready");
-                    self.settle_statuses(SETTLE_DEADLINE).await;
-                    self.serving.send_replace(false);
+                    tracing::warn!(node = %self.node.name(), tasks_lost = lost, "{why}; withdrawing from the offer layer until it is ready");
+                    if !self.tasks.outbox().wait_settled(SETTLE_DEADLINE).await {
+                        tracing::warn!(deadline = ?SETTLE_DEADLINE, "statuses not yet taken by the offer layer; they go with the next SUBSCRIBE");
+                    }
+                    self.node.set_serving(false);
                 }
             }
         }
@@ -129,57 +69,42 @@ impl<S: Swarm + 'static> Agent<S> {
 
     /// The node's name for messages (its hostname when known).
     pub fn node_name(&self) -> String {
-        lock(&self.node_watch).name.clone()
+        self.node.name()
     }
 
     /// Names the node in messages (the agent knows only its id at first).
     pub fn name_node(&self, name: &str) {
-        lock(&self.node_watch).name = name.to_owned();
+        self.node.rename(name);
     }
 
     /// Whether the agent serves its node now (false while the node is down).
     pub fn serving(&self) -> bool {
-        *self.serving.borrow()
+        self.node.serving()
     }
 
     /// Reports every live task LOST with `why`, then removes their services
     /// (and stops following their output: the node cannot answer). Returns
     /// how many went.
     async fn lose_tasks(&self, why: &str) -> usize {
-        let live: Vec<(String, TaskState)> = lock(&self.tasks)
-            .iter()
-            .filter(|(_, t)| !t.killing && !t.record.status.state.is_terminal())
-            .map(|(name, t)| (name.clone(), t.record.status.state))
-            .collect();
         let mut lost = Vec::new();
-        for (name, last) in live {
+        for task in self.tasks.live(true) {
             let observed = Observed {
                 reason: Some(Reason::ReasonAgentDisconnected),
                 ..Observed::simple(TaskState::Lost, format!("{why}; the task's container cannot be reached"))
             };
-            if self.transition_from(&name, last, observed) {
-                lost.push(name);
+            if self.tasks.transition_from(&task.service, task.state, observed) {
+                lost.push(task.service);
             }
         }
         let count = lost.len();
         for name in lost {
-            self.stop_output(&name).await;
+            self.outputs.stop(&name).await;
             if let Err(e) = self.swarm.remove_service(&name).await {
                 tracing::warn!(service = name, error = %e, "could not remove the service of a lost task; the resync retries");
             }
-            *lock(&self.gc_pending) = true;
+            self.objects.collect_later();
         }
         count
-    }
-
-    /// Waits until every status queued so far was settled by the session
-    /// (accepted or refused for good), at most `deadline`.
-    async fn settle_statuses(&self, deadline: Duration) {
-        let target = self.statuses_queued.load(Ordering::SeqCst);
-        let mut settled = self.statuses_settled.subscribe();
-        if tokio::time::timeout(deadline, settled.wait_for(|n| *n >= target)).await.is_err() {
-            tracing::warn!(?deadline, "statuses not yet taken by the offer layer; they go with the next SUBSCRIBE");
-        }
     }
 }
 
@@ -197,18 +122,6 @@ mod tests {
     use crate::fake_swarm::FakeSwarm;
     use crate::lifecycle::tests::{agent, fw, task};
 
-    #[test]
-    fn down_and_disconnected_lose_tasks_and_unknown_does_nothing() {
-        assert_eq!(classify(Some(NodeState::READY), None), Health::Ready);
-        assert_eq!(
-            classify(Some(NodeState::DOWN), Some("heartbeat failure")),
-            Health::Down { state: "down".into(), message: "heartbeat failure".into() }
-        );
-        assert!(matches!(classify(Some(NodeState::DISCONNECTED), None), Health::Down { .. }));
-        assert_eq!(classify(Some(NodeState::UNKNOWN), None), Health::Unsure);
-        assert_eq!(classify(None, None), Health::Unsure);
-    }
-
     #[tokio::test]
     async fn a_down_node_loses_its_tasks_withdraws_and_serves_again_when_ready() {
         let mut f = agent(FakeSwarm::default());
@@ -220,7 +133,7 @@ mod tests {
             let agent = Arc::clone(&f.agent);
             tokio::spawn(async move {
                 loop {
-                    agent.statuses_settled.send_replace(agent.statuses_queued.load(Ordering::SeqCst));
+                    agent.tasks.outbox().settle_all();
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
             })

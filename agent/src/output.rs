@@ -8,28 +8,36 @@
 //! of any end but TASK_FINISHED and TASK_FAILED (a kill, a loss), at a KILL of
 //! a task the agent already forgot, and otherwise once it is older than the
 //! retention period and no task the agent tracks owns it.
+//!
+//! [`Outputs`] owns the followers and the sandbox; it does not know which
+//! tasks exist (callers say which service belongs to whom, and which tasks
+//! still claim their output), and holds its locks only in plain methods,
+//! never across an `.await`.
 
+use std::collections::HashMap;
 use std::collections::HashSet;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use mpiswarm_mesos::{FrameworkId, TaskId, TaskState};
 use tokio::sync::watch;
 
-use crate::agent::Agent;
 use crate::locks::lock;
 use crate::sandbox::{Cursor, Sandbox, Stream};
 use crate::swarm::{LogLine, Swarm, SwarmError};
+use crate::watchdog::Spawner;
 
 /// A running follower: stop it by sending `true`; `done` turns true once it
 /// has written its last line.
-pub(crate) struct Follower {
+struct Follower {
     stop: watch::Sender<bool>,
     done: watch::Receiver<bool>,
 }
 
+/// How often kept output is checked against its retention period.
+const EXPIRY_EVERY: Duration = Duration::from_secs(60);
 /// How long a task's end waits for its follower and its last read.
 const FINISH_DEADLINE: Duration = Duration::from_secs(30);
 /// Lines written to the sandbox in one blocking call, at most.
@@ -50,26 +58,147 @@ impl Owner {
     }
 }
 
-impl<S: Swarm + 'static> Agent<S> {
+/// The kept output of tasks, and who follows it.
+pub struct Outputs<S: Swarm> {
+    reader: Reader<S>,
+    /// By service name.
+    followers: Mutex<HashMap<String, Follower>>,
+    last_expiry: Mutex<Option<Instant>>,
+    retention: Duration,
+    spawner: Spawner,
+}
+
+/// Reads a service's log from Swarm into its owner's sandbox; cheap to clone
+/// into a follower.
+struct Reader<S: Swarm> {
+    swarm: Arc<S>,
+    sandbox: Sandbox,
+}
+
+impl<S: Swarm> Clone for Reader<S> {
+    fn clone(&self) -> Self {
+        Self { swarm: Arc::clone(&self.swarm), sandbox: self.sandbox.clone() }
+    }
+}
+
+impl<S: Swarm + 'static> Outputs<S> {
+    /// The outputs kept in `data_dir`'s sandbox, each stream bounded by
+    /// `limit` bytes, kept `retention` once no task claims them.
+    pub(crate) fn new(
+        swarm: Arc<S>,
+        data_dir: &std::path::Path,
+        limit: u64,
+        retention: Duration,
+        spawner: Spawner,
+    ) -> Self {
+        Self {
+            reader: Reader { swarm, sandbox: Sandbox::new(data_dir.join("sandbox"), limit) },
+            followers: Mutex::default(),
+            last_expiry: Mutex::default(),
+            retention,
+            spawner,
+        }
+    }
+
+    /// The kept output of tasks (served on `/files`).
+    pub(crate) fn sandbox(&self) -> &Sandbox {
+        &self.reader.sandbox
+    }
+
     /// Starts following `service`'s output into `owner`'s sandbox, unless a
     /// follower already does.
-    pub(crate) fn follow_output(self: &Arc<Self>, service: &str, owner: Owner) {
+    pub(crate) fn follow(&self, service: &str, owner: Owner) {
         let mut followers = lock(&self.followers);
         if followers.contains_key(service) {
             return;
         }
         let (stop, stopped) = watch::channel(false);
         let (finished, done) = watch::channel(false);
-        let me = Arc::clone(self);
+        let reader = self.reader.clone();
         let name = service.to_owned();
         let work = async move {
-            me.follow(&name, &owner, stopped).await;
+            reader.follow(&name, &owner, stopped).await;
             finished.send_replace(true);
         };
         self.spawner.spawn(format!("output of {service}"), work);
         followers.insert(service.to_owned(), Follower { stop, done });
     }
 
+    /// Follows every one of `live` (service, owner) that has no follower
+    /// (tasks adopted after a restart).
+    pub(crate) fn follow_all(&self, live: impl IntoIterator<Item = (String, Owner)>) {
+        for (service, owner) in live {
+            self.follow(&service, owner);
+        }
+    }
+
+    /// Stops the follower of `service` and reads the rest of its (ended)
+    /// output, so the sandbox holds all of it before the service goes.
+    pub(crate) async fn finish(&self, service: &str, owner: Owner) {
+        self.stop(service).await;
+        let mut cursors = self.reader.cursors(&owner).await;
+        let rest = self.reader.swarm.logs(service, false, since(&cursors));
+        match tokio::time::timeout(FINISH_DEADLINE, self.reader.pump(rest, &owner, &mut cursors)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(service, error = %e, "the end of the task's output could not be read"),
+            Err(_) => tracing::warn!(service, "the end of the task's output took too long to read"),
+        }
+    }
+
+    /// Stops the follower of `service` (if any) and waits until it wrote its last line.
+    pub(crate) async fn stop(&self, service: &str) {
+        let Some(mut follower) = lock(&self.followers).remove(service) else { return };
+        follower.stop.send_replace(true);
+        if tokio::time::timeout(FINISH_DEADLINE, follower.done.wait_for(|d| *d)).await.is_err() {
+            tracing::warn!(service, "the output follower did not stop in time");
+        }
+    }
+
+    /// Removes `owner`'s output at once, off this worker.
+    pub(crate) fn remove(&self, owner: Owner) {
+        let sandbox = self.reader.sandbox.clone();
+        let remove = tokio::task::spawn_blocking(move || sandbox.remove(&owner.framework_id, &owner.task_id));
+        self.spawner.spawn("output removal", async move {
+            match remove.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "could not remove a task's output"),
+                Err(e) => tracing::warn!(error = %e, "the output removal did not run"),
+            }
+        });
+    }
+
+    /// At most once a minute: removes output that no task in `claimed`
+    /// (framework id, task id) owns once it is older than the retention period.
+    pub(crate) async fn expire_if_due(&self, claimed: impl FnOnce() -> HashSet<(String, String)>) {
+        let due = {
+            let mut last = lock(&self.last_expiry);
+            let due = last.is_none_or(|at| at.elapsed() >= EXPIRY_EVERY);
+            if due {
+                *last = Some(Instant::now());
+            }
+            due
+        };
+        if !due {
+            return;
+        }
+        let claimed = claimed();
+        let sandbox = self.reader.sandbox.clone();
+        let retention = self.retention;
+        let expire = move || {
+            sandbox.expire(SystemTime::now(), retention, |fw, task| claimed.contains(&(fw.to_owned(), task.to_owned())))
+        };
+        match tokio::task::spawn_blocking(expire).await {
+            Ok(Ok(removed)) if !removed.is_empty() => {
+                tracing::info!(?removed, "removed task output past its retention")
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not expire task output"),
+            Err(e) => tracing::warn!(error = %e, "the output expiry did not run"),
+        }
+    }
+}
+
+impl<S: Swarm + 'static> Reader<S> {
     async fn follow(&self, service: &str, owner: &Owner, mut stop: watch::Receiver<bool>) {
         let mut cursors = self.cursors(owner).await;
         loop {
@@ -87,75 +216,6 @@ impl<S: Swarm + 'static> Agent<S> {
                 () = tokio::time::sleep(Duration::from_secs(1)) => {}
                 _ = stop.wait_for(|s| *s) => return,
             }
-        }
-    }
-
-    /// Stops the follower of `service` and reads the rest of its (ended)
-    /// output, so the sandbox holds all of it before the service goes.
-    pub(crate) async fn finish_output(&self, service: &str, owner: Owner) {
-        self.stop_output(service).await;
-        let mut cursors = self.cursors(&owner).await;
-        let rest = self.swarm.logs(service, false, since(&cursors));
-        match tokio::time::timeout(FINISH_DEADLINE, self.pump(rest, &owner, &mut cursors)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(service, error = %e, "the end of the task's output could not be read"),
-            Err(_) => tracing::warn!(service, "the end of the task's output took too long to read"),
-        }
-    }
-
-    /// Stops the follower of `service` (if any) and waits until it wrote its last line.
-    pub(crate) async fn stop_output(&self, service: &str) {
-        let Some(mut follower) = lock(&self.followers).remove(service) else { return };
-        follower.stop.send_replace(true);
-        if tokio::time::timeout(FINISH_DEADLINE, follower.done.wait_for(|d| *d)).await.is_err() {
-            tracing::warn!(service, "the output follower did not stop in time");
-        }
-    }
-
-    /// Follows the output of every live task that has no follower (tasks
-    /// adopted after a restart).
-    pub(crate) fn follow_live_outputs(self: &Arc<Self>) {
-        let live: Vec<(String, Owner)> = lock(&self.tasks)
-            .iter()
-            .filter(|(_, t)| !t.killing && !t.record.status.state.is_terminal())
-            .map(|(name, t)| (name.clone(), Owner::new(&t.record.framework_id, &t.record.task_info.task_id)))
-            .collect();
-        for (service, owner) in live {
-            self.follow_output(&service, owner);
-        }
-    }
-
-    /// Removes `owner`'s output at once, off this worker.
-    pub(crate) fn remove_output(&self, owner: Owner) {
-        let sandbox = self.sandbox.clone();
-        let remove = tokio::task::spawn_blocking(move || sandbox.remove(&owner.framework_id, &owner.task_id));
-        self.spawner.spawn("output removal", async move {
-            match remove.await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::warn!(error = %e, "could not remove a task's output"),
-                Err(e) => tracing::warn!(error = %e, "the output removal did not run"),
-            }
-        });
-    }
-
-    /// Removes output no tracked task owns once it is older than the retention period.
-    pub(crate) async fn expire_outputs(&self) {
-        let claimed: HashSet<(String, String)> = lock(&self.tasks)
-            .values()
-            .map(|t| (t.record.framework_id.value.clone(), t.record.task_info.task_id.value.clone()))
-            .collect();
-        let sandbox = self.sandbox.clone();
-        let retention = self.config.output_retention;
-        let expire = move || {
-            sandbox.expire(SystemTime::now(), retention, |fw, task| claimed.contains(&(fw.to_owned(), task.to_owned())))
-        };
-        match tokio::task::spawn_blocking(expire).await {
-            Ok(Ok(removed)) if !removed.is_empty() => {
-                tracing::info!(?removed, "removed task output past its retention")
-            }
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "could not expire task output"),
-            Err(e) => tracing::warn!(error = %e, "the output expiry did not run"),
         }
     }
 
@@ -248,11 +308,6 @@ fn since(cursors: &[Cursor; 2]) -> i32 {
 /// for the retention period.
 pub(crate) fn dropped_at_acknowledgement(state: TaskState) -> bool {
     state.is_terminal() && !matches!(state, TaskState::Finished | TaskState::Failed)
-}
-
-/// The sandbox of an agent whose data directory is `data_dir`.
-pub(crate) fn sandbox_in(data_dir: &std::path::Path, limit: u64) -> Sandbox {
-    Sandbox::new(data_dir.join("sandbox"), limit)
 }
 
 #[cfg(test)]

@@ -3,7 +3,9 @@
 //! happens here, before any Swarm object exists, with a message that names
 //! the offending value; [`crate::spec`] then renders a plan into API objects.
 //! Planning reads the filesystem only to resolve host paths of bind mounts
-//! ([`crate::mounts`]); callers plan off the async workers.
+//! ([`crate::mounts`]); callers plan off the async workers. A refusal is an
+//! [`InvalidTask`]: the task and a [`Refusal`] saying which value is wrong
+//! and what to give instead; its text is the TASK_ERROR's message.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +14,7 @@ use mpiswarm_mesos::task::{ContainerType, DockerNetwork, VolumeMode};
 use mpiswarm_mesos::{ExecutorId, FrameworkId, TaskId, TaskInfo};
 
 use crate::labels;
-use crate::mounts::{HostPaths, MountPlan, mounts};
+use crate::mounts::{HostPaths, MountError, MountPlan, mounts};
 
 /// Who is asking and where: the parts of a service that do not come from the
 /// TaskInfo itself.
@@ -27,11 +29,96 @@ pub struct LaunchContext<'a> {
 }
 
 /// A TaskInfo the agent refuses; becomes TASK_ERROR / REASON_TASK_INVALID.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("task '{task_id}' is invalid: {reason}")]
+#[derive(Debug, thiserror::Error)]
+#[error("task '{task_id}' is invalid: {refusal}")]
 pub struct InvalidTask {
     pub task_id: String,
-    pub reason: String,
+    pub refusal: Refusal,
+}
+
+/// What is wrong with a TaskInfo, naming the value and what to give instead.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    #[error("task_id is empty: give the task an id unique within its framework")]
+    EmptyTaskId,
+    #[error(
+        "custom executor '{executor_id}' is not supported: the agent runs the task's own container (drop TaskInfo.executor)"
+    )]
+    CustomExecutor { executor_id: ExecutorId },
+    #[error("it has no container: set container.type=DOCKER and container.docker.image")]
+    NoContainer,
+    #[error("container.type {kind:?} is not supported: only DOCKER containers run on Swarm")]
+    ContainerType { kind: ContainerType },
+    #[error("container.docker is missing: it must name the image")]
+    NoDocker,
+    #[error("container.docker.image '{image}' is not an image reference (e.g. repository/name:tag, no spaces)")]
+    Image { image: String },
+    #[error("container.docker.privileged=true is not supported by Swarm services; drop it")]
+    Privileged,
+    #[error(
+        "container.docker.parameters are not supported (got '{key}={value}'): Swarm services take no docker run flags"
+    )]
+    Parameters { key: String, value: String },
+    #[error("container.docker.port_mappings are not supported: tasks talk over their overlay network")]
+    PortMappings,
+    #[error("container.docker.network {network:?} conflicts with network_infos: use USER networks")]
+    DockerNetwork { network: DockerNetwork },
+    #[error("resource {name} has value {value}: it must be a finite number >= 0")]
+    Resource { name: String, value: f64 },
+    #[error("environment variable name '{name}' is invalid: it must be non-empty, without '=' or NUL")]
+    EnvName { name: String },
+    #[error("network_infos name '{name}' is not a valid network name (letters, digits, '_', '.', '-', at most 64)")]
+    NetworkName { name: String },
+    #[error(
+        "network '{network}' asks for unknown network driver '{driver}' (label {label}): only '{OVERLAY}' is supported",
+        label = labels::NETWORK_DRIVER
+    )]
+    NetworkDriver { network: String, driver: String },
+    #[error("container.hostname '{hostname}' is not a DNS label (lowercase letters, digits and '-', at most 63)")]
+    Hostname { hostname: String },
+    #[error("kill_policy.grace_period {nanos} ns is negative; give 0 or more")]
+    GracePeriod { nanos: i64 },
+    #[error("volume {target}: a SECRET volume cannot also have a host_path; drop the host_path")]
+    SecretWithHostPath { target: String },
+    #[error("volume {target}: secret type '{secret_type}' is not supported (only VALUE, with the data inline)")]
+    SecretType { target: String, secret_type: String },
+    #[error("volume {target}: secret.value.data is missing; give the secret's bytes in base64")]
+    SecretData { target: String },
+    #[error("volume {target}: secret.value.data is not base64: {source}")]
+    SecretBase64 {
+        target: String,
+        #[source]
+        source: base64::DecodeError,
+    },
+    #[error("command.uris '{uri}' cannot be fetched: only inline data: URIs are supported (nothing is downloaded)")]
+    UriScheme { uri: String },
+    #[error("command.uris data: URI needs output_file (an absolute path), got none")]
+    UriOutputFile,
+    #[error("command.uris for {target}: {source}")]
+    DataUri {
+        target: String,
+        #[source]
+        source: DataUriError,
+    },
+    #[error("file target '{target}' must be an absolute file path without '..'")]
+    FileTarget { target: String },
+    #[error("two files target {target}; give each file its own path")]
+    SameTarget { target: String },
+    #[error(transparent)]
+    Mount(#[from] MountError),
+}
+
+/// Why the payload of an RFC 2397 `data:` URI cannot be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum DataUriError {
+    #[error("data: URI has no ',' before its payload (data:[<mediatype>][;base64],<data>)")]
+    NoComma,
+    #[error("invalid base64 payload: {0}")]
+    Base64(#[source] base64::DecodeError),
+    #[error("truncated %-escape at the end; write '%' as %25")]
+    TruncatedEscape,
+    #[error("invalid %-escape '%{hex}'; write '%' as %25")]
+    BadEscape { hex: String },
 }
 
 /// One Swarm service to create, resolved from a TaskInfo.
@@ -93,55 +180,37 @@ pub const OVERLAY: &str = "overlay";
 
 impl TaskPlan {
     pub fn from_task_info(task: &TaskInfo, ctx: &LaunchContext<'_>) -> Result<Self, InvalidTask> {
-        let invalid = |reason: String| InvalidTask { task_id: task.task_id.value.clone(), reason };
+        let invalid = |refusal: Refusal| InvalidTask { task_id: task.task_id.value.clone(), refusal };
         if task.task_id.value.is_empty() {
-            return Err(invalid("task_id is empty".into()));
+            return Err(invalid(Refusal::EmptyTaskId));
         }
         if let Some(executor) = &task.executor
             && (executor.command.is_some() || executor.container.is_some())
         {
-            return Err(invalid(format!(
-                "custom executor '{}' is not supported: the agent runs the task's own container (drop TaskInfo.executor)",
-                executor.executor_id
-            )));
+            return Err(invalid(Refusal::CustomExecutor { executor_id: executor.executor_id.clone() }));
         }
-        let container = task.container.as_ref().ok_or_else(|| {
-            invalid("it has no container: set container.type=DOCKER and container.docker.image".into())
-        })?;
+        let container = task.container.as_ref().ok_or_else(|| invalid(Refusal::NoContainer))?;
         if container.kind != ContainerType::Docker {
-            return Err(invalid(format!(
-                "container.type {:?} is not supported: only DOCKER containers run on Swarm",
-                container.kind
-            )));
+            return Err(invalid(Refusal::ContainerType { kind: container.kind }));
         }
-        let docker = container
-            .docker
-            .as_ref()
-            .ok_or_else(|| invalid("container.docker is missing: it must name the image".into()))?;
+        let docker = container.docker.as_ref().ok_or_else(|| invalid(Refusal::NoDocker))?;
         let image = docker.image.trim();
         if image.is_empty() || image.chars().any(char::is_whitespace) {
-            return Err(invalid(format!("container.docker.image '{}' is not an image reference", docker.image)));
+            return Err(invalid(Refusal::Image { image: docker.image.clone() }));
         }
         if docker.privileged == Some(true) {
-            return Err(invalid("container.docker.privileged=true is not supported by Swarm services".into()));
+            return Err(invalid(Refusal::Privileged));
         }
         if let Some(p) = docker.parameters.first() {
-            return Err(invalid(format!(
-                "container.docker.parameters are not supported (got '{}={}'): Swarm services take no docker run flags",
-                p.key, p.value
-            )));
+            return Err(invalid(Refusal::Parameters { key: p.key.clone(), value: p.value.clone() }));
         }
         if !docker.port_mappings.is_empty() {
-            return Err(invalid(
-                "container.docker.port_mappings are not supported: tasks talk over their overlay network".into(),
-            ));
+            return Err(invalid(Refusal::PortMappings));
         }
         if let Some(network @ (DockerNetwork::Host | DockerNetwork::Bridge | DockerNetwork::None)) = docker.network
             && !container.network_infos.is_empty()
         {
-            return Err(invalid(format!(
-                "container.docker.network {network:?} conflicts with network_infos: use USER networks"
-            )));
+            return Err(invalid(Refusal::DockerNetwork { network }));
         }
 
         let (cpus, mem_mib) = resources(task).map_err(invalid)?;
@@ -151,9 +220,7 @@ impl TaskPlan {
         let hostname = match &container.hostname {
             Some(h) => {
                 if !is_dns_label(h) {
-                    return Err(invalid(format!(
-                        "container.hostname '{h}' is not a DNS label (lowercase letters, digits and '-', at most 63)"
-                    )));
+                    return Err(invalid(Refusal::Hostname { hostname: h.clone() }));
                 }
                 h.clone()
             }
@@ -165,10 +232,10 @@ impl TaskPlan {
             aliases.push(by_name);
         }
         let files = files(task).map_err(invalid)?;
-        let mounts = mounts(&container.volumes, ctx.host_paths).map_err(invalid)?;
+        let mounts = mounts(&container.volumes, ctx.host_paths).map_err(|e| invalid(e.into()))?;
         let stop_grace_nanos = match task.kill_policy.as_ref().and_then(|k| k.grace_period) {
             Some(d) if d.nanoseconds < 0 => {
-                return Err(invalid(format!("kill_policy.grace_period {} ns is negative", d.nanoseconds)));
+                return Err(invalid(Refusal::GracePeriod { nanos: d.nanoseconds }));
             }
             other => other.map(|d| d.nanoseconds),
         };
@@ -222,12 +289,12 @@ pub fn service_name(framework_id: &FrameworkId, task_id: &TaskId) -> String {
     format!("mpiswarm-{readable}-{:08x}", hash as u32).replace("--", "-")
 }
 
-fn resources(task: &TaskInfo) -> Result<(f64, f64), String> {
+fn resources(task: &TaskInfo) -> Result<(f64, f64), Refusal> {
     let (mut cpus, mut mem) = (0.0, 0.0);
     for r in &task.resources {
         if let Some(v) = r.scalar_value() {
             if !v.is_finite() || v < 0.0 {
-                return Err(format!("resource {} has value {v}: it must be a finite number >= 0", r.name));
+                return Err(Refusal::Resource { name: r.name.clone(), value: v });
             }
             match r.name.as_str() {
                 "cpus" => cpus += v,
@@ -255,33 +322,28 @@ fn command_line(task: &TaskInfo) -> (Option<Vec<String>>, Option<Vec<String>>) {
     }
 }
 
-fn environment(task: &TaskInfo) -> Result<Vec<String>, String> {
+fn environment(task: &TaskInfo) -> Result<Vec<String>, Refusal> {
     let vars = task.command.iter().flat_map(|c| c.environment.iter()).flat_map(|e| e.variables.iter());
     vars.map(|v| {
         if v.name.is_empty() || v.name.contains('=') || v.name.contains('\0') {
-            return Err(format!("environment variable name '{}' is invalid", v.name));
+            return Err(Refusal::EnvName { name: v.name.clone() });
         }
         Ok(format!("{}={}", v.name, v.value.as_deref().unwrap_or("")))
     })
     .collect()
 }
 
-fn networks(task: &TaskInfo) -> Result<Vec<NetworkPlan>, String> {
+fn networks(task: &TaskInfo) -> Result<Vec<NetworkPlan>, Refusal> {
     let infos = task.container.iter().flat_map(|c| c.network_infos.iter());
     let mut out: Vec<NetworkPlan> = Vec::new();
     for info in infos {
         let name = info.name.as_deref().unwrap_or("");
         if !is_network_name(name) {
-            return Err(format!(
-                "network_infos name '{name}' is not a valid network name (letters, digits, '_', '.', '-', at most 64)"
-            ));
+            return Err(Refusal::NetworkName { name: name.to_owned() });
         }
         let driver = info.labels.as_ref().and_then(|l| l.get(labels::NETWORK_DRIVER)).unwrap_or(OVERLAY);
         if driver != OVERLAY {
-            return Err(format!(
-                "network '{name}' asks for unknown network driver '{driver}' (label {}): only '{OVERLAY}' is supported",
-                labels::NETWORK_DRIVER
-            ));
+            return Err(Refusal::NetworkDriver { network: name.to_owned(), driver: driver.to_owned() });
         }
         if !out.iter().any(|n| n.name == name) {
             out.push(NetworkPlan { name: name.to_owned(), driver: driver.to_owned() });
@@ -290,7 +352,7 @@ fn networks(task: &TaskInfo) -> Result<Vec<NetworkPlan>, String> {
     Ok(out)
 }
 
-fn files(task: &TaskInfo) -> Result<Vec<FilePlan>, String> {
+fn files(task: &TaskInfo) -> Result<Vec<FilePlan>, Refusal> {
     let mut out = Vec::new();
     for volume in task.container.iter().flat_map(|c| c.volumes.iter()) {
         let target = &volume.container_path;
@@ -300,46 +362,38 @@ fn files(task: &TaskInfo) -> Result<Vec<FilePlan>, String> {
             continue;
         };
         if volume.host_path.is_some() {
-            return Err(format!("volume {target}: a SECRET volume cannot also have a host_path"));
+            return Err(Refusal::SecretWithHostPath { target: target.clone() });
         }
         let secret = source.get("secret");
         let secret_type = secret.and_then(|s| s.get("type")).and_then(|t| t.as_str()).unwrap_or("");
         if secret_type != "VALUE" {
-            return Err(format!(
-                "volume {target}: secret type '{secret_type}' is not supported (only VALUE, with the data inline)"
-            ));
+            return Err(Refusal::SecretType { target: target.clone(), secret_type: secret_type.to_owned() });
         }
         let data = secret
             .and_then(|s| s.get("value"))
             .and_then(|v| v.get("data"))
             .and_then(|d| d.as_str())
-            .ok_or_else(|| format!("volume {target}: secret.value.data is missing"))?;
+            .ok_or_else(|| Refusal::SecretData { target: target.clone() })?;
         let data = base64::engine::general_purpose::STANDARD
             .decode(data)
-            .map_err(|e| format!("volume {target}: secret.value.data is not base64: {e}"))?;
+            .map_err(|source| Refusal::SecretBase64 { target: target.clone(), source })?;
         check_target(target)?;
         let mode = if volume.mode == VolumeMode::Rw { 0o600 } else { 0o400 };
         out.push(FilePlan::new(FileKind::Secret, target, data, mode));
     }
     for uri in task.command.iter().flat_map(|c| c.uris.iter()) {
         let Some(payload) = uri.value.strip_prefix("data:") else {
-            return Err(format!(
-                "command.uris '{}' cannot be fetched: only inline data: URIs are supported (nothing is downloaded)",
-                uri.value
-            ));
+            return Err(Refusal::UriScheme { uri: uri.value.clone() });
         };
-        let target = uri
-            .output_file
-            .as_deref()
-            .ok_or_else(|| "command.uris data: URI needs output_file (an absolute path), got none".to_owned())?;
+        let target = uri.output_file.as_deref().ok_or(Refusal::UriOutputFile)?;
         check_target(target)?;
-        let data = decode_data_uri(payload).map_err(|e| format!("command.uris for {target}: {e}"))?;
+        let data = decode_data_uri(payload).map_err(|source| Refusal::DataUri { target: target.to_owned(), source })?;
         let mode = if uri.executable == Some(true) { 0o555 } else { 0o444 };
         out.push(FilePlan::new(FileKind::Config, target, data, mode));
     }
     for (i, a) in out.iter().enumerate() {
         if out[..i].iter().any(|b| b.target == a.target) {
-            return Err(format!("two files target {}", a.target));
+            return Err(Refusal::SameTarget { target: a.target.clone() });
         }
     }
     Ok(out)
@@ -356,31 +410,31 @@ impl FilePlan {
     }
 }
 
-fn check_target(target: &str) -> Result<(), String> {
+fn check_target(target: &str) -> Result<(), Refusal> {
     if !target.starts_with('/') || target.ends_with('/') || target.split('/').any(|p| p == "..") {
-        return Err(format!("file target '{target}' must be an absolute file path without '..'"));
+        return Err(Refusal::FileTarget { target: target.to_owned() });
     }
     Ok(())
 }
 
 /// RFC 2397 body after `data:`: `[mediatype][;base64],payload`.
-fn decode_data_uri(payload: &str) -> Result<Vec<u8>, String> {
-    let (meta, body) = payload.split_once(',').ok_or("data: URI has no ',' before its payload")?;
+fn decode_data_uri(payload: &str) -> Result<Vec<u8>, DataUriError> {
+    let (meta, body) = payload.split_once(',').ok_or(DataUriError::NoComma)?;
     if meta.ends_with(";base64") {
-        base64::engine::general_purpose::STANDARD.decode(body).map_err(|e| format!("invalid base64 payload: {e}"))
+        base64::engine::general_purpose::STANDARD.decode(body).map_err(DataUriError::Base64)
     } else {
         percent_decode(body)
     }
 }
 
-fn percent_decode(s: &str) -> Result<Vec<u8>, String> {
+fn percent_decode(s: &str) -> Result<Vec<u8>, DataUriError> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
-            let hex = s.get(i + 1..i + 3).ok_or("truncated %-escape")?;
-            out.push(u8::from_str_radix(hex, 16).map_err(|_| format!("invalid %-escape '%{hex}'"))?);
+            let hex = s.get(i + 1..i + 3).ok_or(DataUriError::TruncatedEscape)?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| DataUriError::BadEscape { hex: hex.to_owned() })?);
             i += 3;
         } else {
             out.push(bytes[i]);

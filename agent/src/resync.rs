@@ -3,7 +3,7 @@
 //! reports the difference, removes the services of tasks that ended, removes
 //! services no task owns once their grace period is over, and collects the
 //! networks, secrets and configs nothing references. It never creates
-//! anything.
+//! anything, and reaches the agent's state only through its parts.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -12,14 +12,9 @@ use std::time::Instant;
 use mpiswarm_mesos::{Reason, TaskState};
 
 use crate::agent::Agent;
-use crate::launch;
-use crate::locks::lock;
 use crate::observe::{self, Observed};
 use crate::output::Owner;
 use crate::swarm::{Swarm, SwarmError};
-
-/// How often kept output is checked against its retention period.
-const OUTPUT_EXPIRY_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl<S: Swarm + 'static> Agent<S> {
     /// Compares every task's service with what the framework last heard,
@@ -31,38 +26,23 @@ impl<S: Swarm + 'static> Agent<S> {
         // What to check is fixed before Swarm is asked: every task in the
         // snapshot had its service created before the listing below, so a
         // missing service really is missing.
-        let launching = lock(&self.launching).clone();
-        let snapshot: Vec<(String, TaskState, String, Owner)> = {
-            let tasks = lock(&self.tasks);
-            tasks
-                .iter()
-                .filter(|(name, t)| !t.killing && !launching.contains(*name) && !t.record.status.state.is_terminal())
-                .map(|(name, t)| {
-                    let owner = Owner::new(&t.record.framework_id, &t.record.task_info.task_id);
-                    (name.clone(), t.record.status.state, t.record.image.clone(), owner)
-                })
-                .collect()
-        };
+        let launching = self.tasks.launching();
+        let snapshot = self.tasks.live(false);
         let services = self.swarm.services(&agent_id.value).await?;
         let swarm_tasks = self.swarm.tasks(&self.node_id).await?;
         let ids: HashMap<String, String> =
             services.iter().filter_map(|s| Some((s.spec.as_ref()?.name.clone()?, s.id.clone()?))).collect();
         // A task that ended but whose service survived (the agent died
         // between reporting and removing): finish the removal.
-        let leftovers: Vec<String> = {
-            let tasks = lock(&self.tasks);
-            tasks
-                .iter()
-                .filter(|(name, t)| !t.killing && t.record.status.state.is_terminal() && ids.contains_key(*name))
-                .map(|(name, _)| name.clone())
-                .collect()
-        };
+        let leftovers = self.tasks.ended_with_service(|name| ids.contains_key(name));
         for name in leftovers {
             if self.swarm.remove_service(&name).await.is_ok() {
-                *lock(&self.gc_pending) = true;
+                self.objects.collect_later();
             }
         }
-        for (name, last, image, owner) in snapshot {
+        for task in snapshot {
+            let (name, last, image) = (task.service, task.state, task.image);
+            let owner = Owner::new(&task.framework_id, &task.task_id);
             let mut observed = match ids.get(&name) {
                 None => Observed {
                     reason: Some(Reason::ReasonContainerLaunchFailed),
@@ -82,7 +62,7 @@ impl<S: Swarm + 'static> Agent<S> {
             }
             if observed.state.is_terminal() {
                 // All of the output reaches the sandbox before the service goes.
-                self.finish_output(&name, owner).await;
+                self.outputs.finish(&name, owner).await;
                 if observed.wants_logs {
                     match self.swarm.logs_tail(&name, self.config.log_lines).await {
                         Ok(logs) if !logs.trim().is_empty() => {
@@ -92,82 +72,56 @@ impl<S: Swarm + 'static> Agent<S> {
                         Err(e) => tracing::debug!(error = %e, "no logs"),
                     }
                 }
-                if !self.transition_from(&name, last, observed) {
+                if !self.tasks.transition_from(&name, last, observed) {
                     continue;
                 }
                 if let Err(e) = self.swarm.remove_service(&name).await {
                     tracing::warn!(service = name, error = %e, "could not remove a finished service");
                 }
-                *lock(&self.gc_pending) = true;
+                self.objects.collect_later();
             } else {
-                self.transition_from(&name, last, observed);
+                self.tasks.transition_from(&name, last, observed);
             }
         }
         self.collect_orphans(&services, &launching).await;
-        if *lock(&self.gc_pending) {
+        if self.objects.due() {
             self.collect_garbage().await;
         }
-        self.follow_live_outputs();
-        let expire_now = {
-            let mut last = lock(&self.last_output_expiry);
-            let due = last.is_none_or(|at| at.elapsed() >= OUTPUT_EXPIRY_EVERY);
-            if due {
-                *last = Some(Instant::now());
-            }
-            due
-        };
-        if expire_now {
-            self.expire_outputs().await;
-        }
+        let live = self.tasks.live(true).into_iter().map(|t| {
+            let owner = Owner::new(&t.framework_id, &t.task_id);
+            (t.service, owner)
+        });
+        self.outputs.follow_all(live);
+        self.outputs.expire_if_due(|| self.tasks.owners()).await;
         Ok(())
     }
 
     async fn collect_orphans(&self, services: &[bollard::models::Service], launching: &HashSet<String>) {
-        let known: HashSet<String> = lock(&self.tasks).keys().cloned().collect();
-        let now = Instant::now();
-        let mut expired = Vec::new();
-        {
-            let mut orphans = lock(&self.orphans);
-            let present: HashSet<String> = services.iter().filter_map(|s| s.spec.as_ref()?.name.clone()).collect();
-            orphans.retain(|name, _| present.contains(name) && !known.contains(name));
-            for name in present {
-                if known.contains(&name) || launching.contains(&name) {
-                    continue;
-                }
-                let since = *orphans.entry(name.clone()).or_insert(now);
-                if now.duration_since(since) >= self.config.orphan_grace {
-                    expired.push(name);
-                }
-            }
-        }
+        let present: HashSet<String> = services.iter().filter_map(|s| s.spec.as_ref()?.name.clone()).collect();
+        // Fixed before the orphans are looked at: no part's lock is taken under another's.
+        let known = self.tasks.services();
+        let owned = |name: &str| known.contains(name) || launching.contains(name);
+        let expired = self.orphans.expired(present, owned, Instant::now());
         for name in expired {
             tracing::warn!(service = name, "removing a service no task owns (orphan past its grace period)");
             if self.swarm.remove_service(&name).await.is_ok() {
                 self.counters.orphans_removed.inc();
-                lock(&self.orphans).remove(&name);
-                *lock(&self.gc_pending) = true;
+                self.orphans.removed(&name);
+                self.objects.collect_later();
             }
         }
     }
 
     pub(crate) async fn collect_garbage(&self) {
         let Some(agent_id) = self.agent_id() else { return };
-        let _objects = self.objects.lock().await;
-        *lock(&self.gc_pending) = false;
-        match launch::collect_garbage(&self.swarm, &agent_id.value).await {
+        match self.objects.collect(&*self.swarm, &agent_id.value).await {
             Ok(collected) => {
                 if !collected.removed.is_empty() {
                     self.counters.objects_removed.inc_by(collected.removed.len() as u64);
                     tracing::info!(removed = ?collected.removed, "removed unused swarm objects");
                 }
-                if collected.busy > 0 {
-                    *lock(&self.gc_pending) = true;
-                }
             }
-            Err(e) => {
-                *lock(&self.gc_pending) = true;
-                tracing::warn!(error = %e, "garbage collection failed; retrying at the next resync");
-            }
+            Err(e) => tracing::warn!(error = %e, "garbage collection failed; retrying at the next resync"),
         }
     }
 }

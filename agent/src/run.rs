@@ -16,6 +16,7 @@ use mpiswarm_mesos::AgentId;
 use mpiswarm_mesos::agent_api::{AgentInfo, Event, ReportedTask};
 use mpiswarm_mesos::agent_session::{self, AgentSide, Outgoing, SessionConfig};
 use mpiswarm_mesos::client::AgentClient;
+use mpiswarm_mesos::client::args::AgentMasterArgs;
 use mpiswarm_mesos::credential::Credential;
 use mpiswarm_mesos::tls::{self, CaFile};
 use tokio::signal::unix::{SignalKind, signal};
@@ -32,9 +33,9 @@ use std::sync::atomic::Ordering;
 
 #[derive(Args, Debug, Clone)]
 pub struct AgentArgs {
-    /// The offer layer (or Mesos-compatible master) to register with.
-    #[arg(long, env = "MPISWARM_MASTER", default_value = "http://127.0.0.1:5050")]
-    pub master: String,
+    /// `--master` and `--ca-file`, declared with the controller's in `mpiswarm_mesos`.
+    #[command(flatten)]
+    pub master: AgentMasterArgs,
     /// Docker endpoint of a swarm manager (unix:///var/run/docker.sock,
     /// tcp://host:2375); default: DOCKER_HOST or the local socket.
     #[arg(long, env = "MPISWARM_AGENT_DOCKER")]
@@ -98,9 +99,6 @@ pub struct AgentArgs {
     /// `{"principal":"...","secret":"..."}` or `PRINCIPAL SECRET`.
     #[arg(long, env = "MPISWARM_AGENT_CREDENTIAL", conflicts_with_all = ["principal", "secret_file"])]
     pub credential: Option<PathBuf>,
-    /// PEM CA certificate(s) to trust for an https --master (instead of the public roots).
-    #[arg(long, env = "MPISWARM_AGENT_CA_FILE")]
-    pub ca_file: Option<PathBuf>,
     /// PEM certificate to serve the agent's endpoints over HTTPS; with --tls-key.
     #[arg(long, env = "MPISWARM_AGENT_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -129,8 +127,8 @@ pub enum AgentError {
     Serve(std::io::Error),
     #[error("{0} stopped unexpectedly")]
     Stopped(&'static str),
-    #[error("{0}")]
-    HostPaths(String),
+    #[error(transparent)]
+    HostPaths(#[from] crate::mounts::PrefixError),
     #[error(transparent)]
     Credential(#[from] mpiswarm_mesos::credential::CredentialError),
     #[error(transparent)]
@@ -149,7 +147,7 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let orphan_grace = seconds("orphan-grace-seconds", args.orphan_grace_seconds)?;
     let node_check = seconds("node-check-seconds", args.node_check_seconds)?;
     let output_retention = seconds("output-retention-seconds", args.output_retention_seconds)?;
-    let host_paths = HostPaths::allow(&args.allow_host_path_prefixes).map_err(AgentError::HostPaths)?;
+    let host_paths = HostPaths::allow(&args.allow_host_path_prefixes)?;
     let security = Security::from_args(&args)?;
     // Bad flags are refused before anything touches Docker (no swarm init
     // on behalf of an agent that cannot start).
@@ -174,7 +172,7 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let (agent, outbox) =
         Agent::new(DockerSwarm { docker: docker.clone() }, node_id.clone(), store, config, spawner.clone())?;
     agent.name_node(&facts.hostname);
-    tracing::info!(%node_id, %hostname, agent_id = ?agent.agent_id(), master = %args.master, "agent starting");
+    tracing::info!(%node_id, %hostname, agent_id = ?agent.agent_id(), master = %args.master.url, "agent starting");
 
     // Report what is true now, not what was true before the restart.
     if let Err(e) = agent.resync().await {
@@ -190,8 +188,8 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let app = crate::http::router(Arc::clone(&agent), Arc::clone(&connection));
     let mut server = tokio::spawn(serve(listener, app, security.tls));
 
-    let client =
-        AgentClient::new(&args.master, security.credential.map(Credential::into_pair)).trusting(security.ca.as_ref());
+    let client = AgentClient::new(&args.master.url, security.credential.map(Credential::into_pair))
+        .trusting(security.ca.as_ref());
     let _supervisor = supervise(Arc::clone(&agent), docker, resync_every, &spawner);
     // The port the HTTP endpoints really listen on (also with --listen ...:0),
     // so frameworks can find this agent's /files.
@@ -239,7 +237,7 @@ impl Security {
     fn from_args(args: &AgentArgs) -> Result<Self, AgentError> {
         let credential =
             Credential::from_flags(args.principal.as_deref(), args.secret_file.as_deref(), args.credential.as_deref())?;
-        let ca = args.ca_file.as_deref().map(CaFile::read).transpose()?;
+        let ca = args.master.ca()?;
         let tls = tls::server_config_from_flags(args.tls_cert.as_deref(), args.tls_key.as_deref())?;
         tls::check_listen(
             args.listen,

@@ -1,74 +1,65 @@
-//! How a tracked task changes state and what the framework hears: every
-//! change is recorded (queued to the writer) and its TaskStatus queued to the
-//! outbox, both under the tasks lock so their order is the order of the
-//! changes; a task that ended keeps its terminal state. Tasks the agent does
-//! not track (refused or failed launches, unknown KILLs) get statuses too.
+//! Statuses on their way to the offer layer: the [`Outbox`] the session
+//! drains (`mpiswarm_mesos::agent_session` POSTs each as UPDATE), with a
+//! count of the statuses queued and of those the session settled (accepted,
+//! or refused for good), so a withdrawal can wait until what it reported
+//! has arrived; and [`new_status`], the TaskStatus the agent sends for an
+//! observed state.
+//!
+//! It owns no lock (an atomic counter and a watch channel), decides no
+//! state change (that is [`crate::tasks`]'), and never blocks: queueing is a
+//! send on an unbounded channel.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use mpiswarm_mesos::{AgentId, Bytes, FrameworkId, Labels, Reason, Source, TaskId, TaskState, TaskStatus};
+use mpiswarm_mesos::{AgentId, Bytes, Labels, Source, TaskId, TaskStatus};
+use tokio::sync::{mpsc, watch};
 
-use crate::agent::{Agent, Outgoing, Tracked};
-use crate::locks::lock;
 use crate::observe::Observed;
-use crate::swarm::Swarm;
 
-impl<S: Swarm + 'static> Agent<S> {
-    /// [`Self::transition`] only if the task is still in `last` and no KILL
-    /// took it over meanwhile (an observation made before a KILL must not
-    /// overwrite it). Returns whether it happened.
-    pub(crate) fn transition_from(&self, service_name: &str, last: TaskState, observed: Observed) -> bool {
-        self.transition_if(service_name, |t| !t.killing && t.record.status.state == last, observed)
+/// A status on its way to the offer layer (delivered by `mpiswarm_mesos::agent_session`).
+pub use mpiswarm_mesos::agent_session::Outgoing;
+
+/// The queue of statuses to the session, counted.
+pub struct Outbox {
+    sender: mpsc::UnboundedSender<Outgoing>,
+    queued: AtomicU64,
+    settled: watch::Sender<u64>,
+}
+
+impl Outbox {
+    /// An outbox and the receiver the session drains.
+    pub fn new() -> (Self, mpsc::UnboundedReceiver<Outgoing>) {
+        let (sender, rx) = mpsc::unbounded_channel();
+        (Self { sender, queued: AtomicU64::new(0), settled: watch::channel(0).0 }, rx)
     }
 
-    /// Records and reports a new state of a tracked task; a task that ended
-    /// keeps its terminal state.
-    pub(crate) fn transition(&self, service_name: &str, observed: Observed) -> bool {
-        self.transition_if(service_name, |_| true, observed)
-    }
-
-    fn transition_if(&self, service_name: &str, guard: impl Fn(&Tracked) -> bool, observed: Observed) -> bool {
-        let mut tasks = lock(&self.tasks);
-        let Some(t) = tasks.get_mut(service_name) else { return false };
-        if t.record.status.state.is_terminal() || !guard(t) {
-            return false;
+    /// Queues a status for the offer layer.
+    pub fn queue(&self, outgoing: Outgoing) {
+        self.queued.fetch_add(1, Ordering::SeqCst);
+        if self.sender.send(outgoing).is_err() {
+            // The session is gone (the agent is stopping): nothing to wait for.
+            self.queued.fetch_sub(1, Ordering::SeqCst);
         }
-        let status = self.status(
-            &t.record.task_info.task_id,
-            t.record.executor_info.as_ref().map(|e| &e.executor_id),
-            &observed,
-        );
-        tracing::info!(task = %t.record.task_info.task_id, state = status.state.as_str(), message = %observed.message, "task state");
-        t.record.status = status.clone();
-        t.record.acknowledged = false;
-        // Queued under the lock, so records reach the disk in the order of
-        // the changes; written by the writer thread, off this worker.
-        self.writer.save_task(t.record.clone());
-        self.queue(Outgoing { framework_id: t.record.framework_id.clone(), status });
-        true
     }
 
-    pub(crate) fn send_untracked(
-        &self,
-        framework_id: &FrameworkId,
-        task_id: &TaskId,
-        executor_id: Option<&mpiswarm_mesos::ExecutorId>,
-        state: TaskState,
-        reason: Reason,
-        message: String,
-    ) {
-        let observed = Observed { reason: Some(reason), ..Observed::simple(state, message) };
-        let status = self.status(task_id, executor_id, &observed);
-        self.queue(Outgoing { framework_id: framework_id.clone(), status });
+    /// The session settled one status (accepted, or refused for good).
+    pub fn settled(&self) {
+        self.settled.send_modify(|n| *n += 1);
     }
 
-    fn status(
-        &self,
-        task_id: &TaskId,
-        executor_id: Option<&mpiswarm_mesos::ExecutorId>,
-        observed: &Observed,
-    ) -> TaskStatus {
-        new_status(task_id, executor_id, observed, self.agent_id())
+    /// Waits until every status queued so far was settled, at most
+    /// `deadline`; false if the deadline came first.
+    pub async fn wait_settled(&self, deadline: Duration) -> bool {
+        let target = self.queued.load(Ordering::SeqCst);
+        let mut settled = self.settled.subscribe();
+        tokio::time::timeout(deadline, settled.wait_for(|n| *n >= target)).await.is_ok()
+    }
+
+    /// Stands in for the session in tests: settles everything queued so far.
+    #[cfg(test)]
+    pub(crate) fn settle_all(&self) {
+        self.settled.send_replace(self.queued.load(Ordering::SeqCst));
     }
 }
 
@@ -98,6 +89,29 @@ pub(crate) fn new_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mpiswarm_mesos::{FrameworkId, Reason, TaskState};
+
+    #[tokio::test]
+    async fn a_wait_for_settlement_ends_once_the_session_settled_every_queued_status() {
+        let (outbox, mut rx) = Outbox::new();
+        let outgoing = || Outgoing {
+            framework_id: FrameworkId::new("F"),
+            status: TaskStatus::new(TaskId::new("t"), TaskState::Lost),
+        };
+        outbox.queue(outgoing());
+        outbox.queue(outgoing());
+        let waiting = outbox.wait_settled(Duration::from_secs(60));
+        tokio::pin!(waiting);
+        assert!(futures::poll!(&mut waiting).is_pending(), "nothing settled yet");
+        outbox.settled();
+        assert!(futures::poll!(&mut waiting).is_pending(), "one of two settled");
+        outbox.settled();
+        assert!(waiting.await, "both settled");
+        assert_eq!((rx.try_recv().is_ok(), rx.try_recv().is_ok()), (true, true));
+        drop(rx);
+        outbox.queue(outgoing());
+        assert!(outbox.wait_settled(Duration::from_secs(60)).await, "a status nobody can take is not waited for");
+    }
 
     #[test]
     fn an_exit_is_labelled_with_its_code_and_every_status_can_be_acknowledged() {

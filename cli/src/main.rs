@@ -1,17 +1,13 @@
 //! The `mpiswarm` binary: one executable for every component, in the spirit
-//! of k3s. Each subcommand lives in a library crate; this file only parses
-//! arguments, sets up logging and hands over. It owns no logic of its own.
+//! of k3s. Each subcommand lives in a library crate (the components in
+//! theirs, the local-stack tooling `images`, `up` and `down` in
+//! `mpiswarm-stack`); this file only parses arguments, sets up logging and
+//! hands over. It owns no logic of its own.
 
 use clap::{Parser, Subcommand};
 
-mod docker;
-mod down;
 mod logs;
-mod nodes;
 mod run;
-mod split;
-mod stack;
-mod up;
 mod version;
 
 /// Run MPI jobs as containers on Docker Swarm.
@@ -37,7 +33,7 @@ enum Command {
     /// Run the embedded Kubernetes-compatible API server (writes DIR/kubeconfig).
     Apiserver(mpiswarm_apiserver::ApiserverArgs),
     /// Build the rank image locally (no registry) or load it into nodes in containers.
-    Images(mpiswarm_agent::images::ImagesArgs),
+    Images(mpiswarm_stack::ImagesArgs),
     /// Run the node agent: register this Docker Swarm node with the offer layer and run its tasks as services.
     Agent(mpiswarm_agent::AgentArgs),
     /// Run the Mesos-compatible offer layer (v1 scheduler API, agent API, DRF allocator).
@@ -45,9 +41,9 @@ enum Command {
     /// Run the MpiJob controller: reconcile MpiJobs and launch them as a Mesos framework of the offer layer.
     Controller(mpiswarm_controller::ControllerArgs),
     /// Run the whole one-machine stack in this process (API server, offer layer, agent, controller) until Ctrl-C.
-    Up(up::UpArgs),
+    Up(mpiswarm_stack::UpArgs),
     /// Stop the local stack and remove every Swarm object mpiswarm made on this engine.
-    Down(down::DownArgs),
+    Down(mpiswarm_stack::DownArgs),
     /// Submit an MpiJob (server-side apply) and follow it to its end; exit 0 on Succeeded.
     Run(run::RunArgs),
     /// Show jobs: phase, placement, conditions and (for one job) its last events.
@@ -63,12 +59,12 @@ fn main() -> anyhow::Result<()> {
         Command::Crd => print!("{}", mpiswarm_crds::crd_yaml()?),
         Command::Version => version::print(),
         Command::Apiserver(args) => block_on(mpiswarm_apiserver::run(args))?,
-        Command::Images(args) => block_on(mpiswarm_agent::images::run(args))?,
+        Command::Images(args) => block_on(mpiswarm_stack::images::run(args))?,
         Command::Agent(args) => block_on(mpiswarm_agent::run(args))?,
         Command::Offers(args) => block_on(mpiswarm_offers::run(args))?,
         Command::Controller(args) => block_on(mpiswarm_controller::run(args))?,
-        Command::Up(args) => tokio::runtime::Runtime::new()?.block_on(up::run(args))?,
-        Command::Down(args) => down::run(args)?,
+        Command::Up(args) => tokio::runtime::Runtime::new()?.block_on(mpiswarm_stack::up::run(args))?,
+        Command::Down(args) => mpiswarm_stack::down::run(args)?,
         Command::Run(args) => {
             let code = tokio::runtime::Runtime::new()?.block_on(run::run(args))?;
             std::process::exit(code);

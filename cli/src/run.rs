@@ -14,7 +14,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use mpiswarm_crds::{ConditionType, MpiJob, Phase};
 
-use crate::stack;
+use mpiswarm_stack::stack_file as stack;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Target {

@@ -1,8 +1,16 @@
 //! The controller's memory of the Mesos side, shared by the reconcilers and
 //! the framework driver: which jobs wait for resources (and why), which gang
 //! each job has and the last state of each task, and what the cluster has
-//! offered. Everything else (phase, conditions) lives in the MpiJob status.
-//! After a restart the books are rebuilt from statuses and RECONCILE.
+//! offered. Everything else (phase, conditions) lives in the MpiJob status,
+//! which only the reconciler writes. When the driver has placed a gang it
+//! books it here with its ask for the status write, and the reconciler
+//! answers the ask once the status is written ([`Books::plan_gang`],
+//! [`Books::answer`]). When the driver has launched a gang, the updates of
+//! its tasks are held here until the reconciler has written the status it
+//! planned with the launched gang (`Launching`), so that every job's story
+//! has `Launching` before `Running`, however fast its tasks start, without
+//! the driver waiting for it ([`Books::mark_launched`]). After a restart the
+//! books are rebuilt from statuses and RECONCILE.
 //!
 //! One `std::sync::Mutex`, held only for bookkeeping: never across an
 //! `.await`, never around I/O.
@@ -12,8 +20,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use kube::runtime::reflector::ObjectRef;
 use mpiswarm_crds::MpiJob;
-use mpiswarm_mesos::{TaskState, TaskStatus};
+use mpiswarm_mesos::TaskStatus;
 use mpiswarm_policy::{AgentCapacity, JobDemand};
+use tokio::sync::oneshot;
 
 use crate::gang::{GangBook, Stage};
 use crate::launch::JobIdentity;
@@ -48,7 +57,32 @@ struct JobEntry {
     key: ObjectRef<MpiJob>,
     queue: Option<QueueEntry>,
     gang: Option<GangBook>,
+    /// The driver's open ask for the status write of a placed `gang`; it goes with the gang.
+    ask: Option<Ask>,
+    /// Task updates of the launched `gang` (with when they were seen), held
+    /// until its `Launching` status is written; they go with the gang.
+    held: Option<Held>,
 }
+
+/// The driver asks that the status record placed gang `generation`.
+#[derive(Debug)]
+struct Ask {
+    generation: u32,
+    answer: oneshot::Sender<()>,
+}
+
+/// The updates of launched gang `generation` not applied yet.
+#[derive(Debug)]
+struct Held {
+    generation: u32,
+    updates: Vec<(TaskStatus, i64)>,
+}
+
+/// The reconciler's answer to the driver's ask for a status write: `Ok`
+/// once the status records the gang; an error when it never will (the job
+/// was suspended or deleted meanwhile, or the gang was forgotten or
+/// replaced), so the driver need not wait for its deadline.
+pub type Answer = oneshot::Receiver<()>;
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -78,14 +112,26 @@ impl Books {
 
     fn entry<'a>(inner: &'a mut Inner, uid: &str, key: &ObjectRef<MpiJob>) -> &'a mut JobEntry {
         inner.short.entry(crate::names::short_uid(uid)).or_insert_with(|| uid.to_owned());
-        inner.jobs.entry(uid.to_owned()).or_insert_with(|| JobEntry { key: key.clone(), queue: None, gang: None })
+        inner.jobs.entry(uid.to_owned()).or_insert_with(|| JobEntry {
+            key: key.clone(),
+            queue: None,
+            gang: None,
+            ask: None,
+            held: None,
+        })
     }
 
     /// Puts the job in the queue (or refreshes its entry, keeping how long it
-    /// has waited). Returns true if it was not waiting before.
+    /// has waited). Returns true if it was not waiting before. A job whose
+    /// gang of this generation is booked already is not queued again: a
+    /// reconcile that read the books just before the driver placed the job
+    /// would otherwise queue it for a second placement.
     pub fn enqueue(&self, uid: &str, key: &ObjectRef<MpiJob>, mut entry: QueueEntry) -> bool {
         let mut inner = self.lock();
         let job = Self::entry(&mut inner, uid, key);
+        if job.gang.as_ref().is_some_and(|g| g.generation >= entry.generation) {
+            return false;
+        }
         match &job.queue {
             Some(old) if old.generation == entry.generation => {
                 entry.view = old.view.clone();
@@ -100,10 +146,15 @@ impl Books {
     }
 
     /// For a job already waiting with this gang generation: swaps in the
-    /// current object and returns true (nothing else to fetch).
+    /// current object and returns true (nothing else to fetch). Also true
+    /// for a job placed with that generation meanwhile (see [`Books::enqueue`]).
     pub fn refresh(&self, uid: &str, generation: u32, job: &Arc<MpiJob>) -> bool {
         let mut inner = self.lock();
-        let Some(q) = inner.jobs.get_mut(uid).and_then(|j| j.queue.as_mut()) else { return false };
+        let Some(entry) = inner.jobs.get_mut(uid) else { return false };
+        if entry.gang.as_ref().is_some_and(|g| g.generation >= generation) {
+            return true;
+        }
+        let Some(q) = entry.queue.as_mut() else { return false };
         if q.generation != generation {
             return false;
         }
@@ -180,33 +231,121 @@ impl Books {
         changed.then(|| job.key.clone())
     }
 
-    /// A round placed the job: it leaves the queue and gets a Planned gang.
-    pub fn plan_gang(&self, uid: &str, gang: GangBook) -> Option<ObjectRef<MpiJob>> {
+    /// A round placed the job: it leaves the queue and gets a Planned gang,
+    /// and the driver asks for the status that records it (`Scheduling`,
+    /// with the placement), which must be written before any ACCEPT.
+    /// Returns the job's key (to wake its reconcile) and the answer to await.
+    pub fn plan_gang(&self, uid: &str, gang: GangBook) -> Option<(ObjectRef<MpiJob>, Answer)> {
         let mut inner = self.lock();
         let job = inner.jobs.get_mut(uid)?;
+        let (answer, answered) = oneshot::channel();
+        job.ask = Some(Ask { generation: gang.generation, answer });
+        job.held = None;
         job.queue = None;
         job.gang = Some(gang);
+        Some((job.key.clone(), answered))
+    }
+
+    /// The ACCEPTs of generation `generation` went out. The updates of its
+    /// tasks are held from now on until the reconciler has written the
+    /// status it plans with the launched gang ([`Books::answer`]). Returns
+    /// the job's key (to wake its reconcile), `None` if it has no such gang.
+    pub fn mark_launched(&self, uid: &str, generation: u32, now: i64) -> Option<ObjectRef<MpiJob>> {
+        let mut inner = self.lock();
+        let job = inner.jobs.get_mut(uid)?;
+        let g = job.gang.as_mut().filter(|g| g.generation == generation)?;
+        g.stage = Stage::Launched;
+        g.launched_at = Some(now);
+        job.held = Some(Held { generation, updates: Vec::new() });
         Some(job.key.clone())
     }
 
-    /// The ACCEPTs of generation `generation` went out.
-    pub fn mark_launched(&self, uid: &str, generation: u32, now: i64) {
-        if let Some(g) = self.lock().jobs.get_mut(uid).and_then(|j| j.gang.as_mut())
-            && g.generation == generation
-        {
-            g.stage = Stage::Launched;
-            g.launched_at = Some(now);
+    /// The ACCEPT of generation `generation` did not reach the master: its
+    /// tasks never existed. Records `updates` (what the driver makes of
+    /// that, [`crate::round::dropped_updates`]) at once, unheld: there is no
+    /// launch to tell. Returns the job's key (to wake its reconcile).
+    pub fn mark_dropped(
+        &self,
+        uid: &str,
+        generation: u32,
+        updates: &[TaskStatus],
+        now: i64,
+    ) -> Option<ObjectRef<MpiJob>> {
+        let mut inner = self.lock();
+        let job = inner.jobs.get_mut(uid)?;
+        let g = job.gang.as_mut().filter(|g| g.generation == generation)?;
+        g.stage = Stage::Launched;
+        g.launched_at = Some(now);
+        for update in updates {
+            g.record(update, now);
+        }
+        job.ask = None;
+        Some(job.key.clone())
+    }
+
+    /// The reconciler has written the status it planned with gang
+    /// `generation` at `stage`. For a placed gang, `recorded` says whether
+    /// that status records it as the driver asked ([`crate::plan::records`]):
+    /// the ask is answered yes, or (dropped) never. For a launched gang, the
+    /// updates held for it are applied; returns whether they changed it (the
+    /// job is then worth reconciling again).
+    pub fn answer(&self, uid: &str, generation: u32, stage: Stage, recorded: bool) -> bool {
+        let mut inner = self.lock();
+        let Some(job) = inner.jobs.get_mut(uid) else { return false };
+        match stage {
+            Stage::Planned => {
+                if let Some(ask) = job.ask.take_if(|a| a.generation == generation)
+                    && recorded
+                {
+                    // The driver may have stopped waiting (its deadline passed): nothing to tell then.
+                    let _unheard = ask.answer.send(());
+                }
+                false
+            }
+            Stage::Launched => {
+                let Some(held) = job.held.take_if(|h| h.generation == generation) else { return false };
+                let Some(g) = job.gang.as_mut().filter(|g| g.generation == generation) else { return false };
+                let mut changed = false;
+                for (update, seen) in &held.updates {
+                    changed |= g.record(update, *seen);
+                }
+                changed
+            }
         }
     }
 
-    /// Applies a task update seen at `now`; returns the job to reconcile if it is one of ours.
+    /// The driver gave up on a placed gang whose status was not written in
+    /// time, or will not be: nothing was sent to Mesos for it, so it is
+    /// forgotten and the job queues again. A gang that has moved on (another
+    /// generation, or launched) is left alone.
+    pub fn forget_planned(&self, uid: &str, generation: u32) -> Option<ObjectRef<MpiJob>> {
+        let mut inner = self.lock();
+        let job = inner.jobs.get_mut(uid)?;
+        if !job.gang.as_ref().is_some_and(|g| g.generation == generation && g.stage == Stage::Planned) {
+            return None;
+        }
+        job.gang = None;
+        job.ask = None;
+        Some(job.key.clone())
+    }
+
+    /// Applies a task update seen at `now`; returns the job to reconcile if it
+    /// is one of ours and changed. An update of a launched gang whose
+    /// `Launching` status is not written yet is held (see [`Books::answer`]).
     pub fn record(&self, status: &TaskStatus, now: i64) -> Option<ObjectRef<MpiJob>> {
         let name = TaskName::parse(&status.task_id.value)?;
         let mut inner = self.lock();
         let uid = inner.short.get(&name.short_uid)?.clone();
         let job = inner.jobs.get_mut(&uid)?;
         let g = job.gang.as_mut()?;
-        (g.generation == name.generation && g.record(status, now)).then(|| job.key.clone())
+        if g.generation != name.generation {
+            return None;
+        }
+        if let Some(held) = job.held.as_mut().filter(|h| h.generation == g.generation) {
+            held.updates.push((status.clone(), now));
+            return None;
+        }
+        g.record(status, now).then(|| job.key.clone())
     }
 
     /// Whether a task id belongs to a gang the books know.
@@ -232,6 +371,8 @@ impl Books {
     pub fn forget_gang(&self, uid: &str) {
         if let Some(j) = self.lock().jobs.get_mut(uid) {
             j.gang = None;
+            j.ask = None;
+            j.held = None;
         }
     }
 
@@ -294,24 +435,155 @@ impl Books {
         let inner = self.lock();
         (inner.capacity.values().cloned().collect(), inner.capacity_epoch)
     }
-
-    /// How many tasks of each state the books hold (for metrics and tests).
-    pub fn task_states(&self) -> BTreeMap<&'static str, usize> {
-        let mut out = BTreeMap::new();
-        for g in self.lock().jobs.values().filter_map(|j| j.gang.as_ref()) {
-            for t in g.tasks.values() {
-                *out.entry(t.state.map_or("UNKNOWN", TaskState::as_str)).or_default() += 1;
-            }
-        }
-        out
-    }
 }
 
 #[cfg(test)]
 mod tests {
-    use mpiswarm_policy::{AgentCapacity, FreeResources};
+    use std::sync::Arc;
 
-    use super::Books;
+    use kube::runtime::reflector::ObjectRef;
+    use mpiswarm_crds::MpiJob;
+    use mpiswarm_mesos::{TaskId, TaskState, TaskStatus};
+    use mpiswarm_policy::{AgentCapacity, FreeResources};
+    use tokio::sync::oneshot::error::TryRecvError;
+
+    use super::{Answer, Books};
+    use crate::fixtures::{JobFixture as _, T0, UID, gang};
+    use crate::gang::Stage;
+
+    /// Books where the fixture job waits with gang generation 0.
+    fn waiting() -> (Books, ObjectRef<MpiJob>) {
+        let books = Books::default();
+        let job = Arc::new(MpiJob::test());
+        let key = ObjectRef::from_obj(job.as_ref());
+        let entry = crate::reconcile::queue_entry(&job, UID, 0, Vec::new(), T0).unwrap().unwrap();
+        assert!(books.enqueue(UID, &key, entry));
+        (books, key)
+    }
+
+    fn heard(answer: &mut Answer) -> Result<(), TryRecvError> {
+        answer.try_recv()
+    }
+
+    #[test]
+    fn the_drivers_ask_is_answered_only_for_the_gang_and_stage_it_asked_about() {
+        // (name, what the reconciler answers: generation, stage, recorded; what the driver hears)
+        let rows = [
+            ("recorded as asked", (0, Stage::Planned, true), Ok(())),
+            ("not recorded: withdrawn at once", (0, Stage::Planned, false), Err(TryRecvError::Closed)),
+            ("another generation: still waiting", (1, Stage::Planned, true), Err(TryRecvError::Empty)),
+            ("a launched gang's write: still waiting", (0, Stage::Launched, true), Err(TryRecvError::Empty)),
+        ];
+        for (name, (generation, stage, recorded), want) in rows {
+            let (books, key) = waiting();
+            let (k, mut answer) = books.plan_gang(UID, gang(Stage::Planned, 0)).unwrap();
+            assert_eq!(k, key);
+            assert!(books.queue_view(UID).is_none(), "{name}: a placed job leaves the queue");
+            books.answer(UID, generation, stage, recorded);
+            assert_eq!(heard(&mut answer), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_ask_goes_with_its_gang_and_with_its_job() {
+        let (books, _) = waiting();
+        let (_, mut placed) = books.plan_gang(UID, gang(Stage::Planned, 0)).unwrap();
+        books.forget_gang(UID);
+        assert_eq!(heard(&mut placed), Err(TryRecvError::Closed), "the gang was forgotten");
+
+        let (books, _) = waiting();
+        let (_, mut gone) = books.plan_gang(UID, gang(Stage::Planned, 0)).unwrap();
+        books.remove(UID);
+        assert_eq!(heard(&mut gone), Err(TryRecvError::Closed), "the job is gone");
+    }
+
+    /// Every task of the fixture gang, as an update in `state`.
+    fn updates(state: TaskState) -> Vec<TaskStatus> {
+        gang(Stage::Planned, 0).tasks.keys().map(|id| TaskStatus::new(TaskId::new(id), state)).collect()
+    }
+
+    fn states(books: &Books) -> Vec<Option<TaskState>> {
+        books.gang(UID).map(|g| g.tasks.values().map(|t| t.state).collect()).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_launched_gangs_updates_wait_until_the_reconciler_has_written_its_launching_status() {
+        let (books, key) = waiting();
+        books.plan_gang(UID, gang(Stage::Planned, 0)).unwrap();
+        books.answer(UID, 0, Stage::Planned, true);
+        assert!(books.mark_launched(UID, 1, T0).is_none(), "no gang of generation 1");
+        assert_eq!(books.mark_launched(UID, 0, T0), Some(key.clone()));
+        assert_eq!(books.gang(UID).map(|g| (g.stage, g.launched_at)), Some((Stage::Launched, Some(T0))));
+        // Its tasks start at once; the driver reads their updates before the reconciler ran.
+        for u in updates(TaskState::Running) {
+            assert_eq!(books.record(&u, T0), None, "held: nothing to reconcile for it yet");
+        }
+        assert_eq!(states(&books), [None, None, None], "held, not applied");
+        assert!(books.knows_task(&updates(TaskState::Running)[0].task_id.value), "held tasks are not strays");
+        assert!(!books.answer(UID, 1, Stage::Launched, true), "another generation's write releases nothing");
+        assert!(!books.answer(UID, 0, Stage::Planned, true), "nor does a placed gang's");
+        assert_eq!(states(&books), [None, None, None]);
+        // The reconciler wrote the status it planned with the launched gang (Launching).
+        assert!(books.answer(UID, 0, Stage::Launched, true), "the held updates changed the gang");
+        assert_eq!(states(&books), [Some(TaskState::Running); 3]);
+        // From then on updates apply at once.
+        let finished = updates(TaskState::Finished);
+        assert_eq!(books.record(&finished[0], T0), Some(key));
+        assert!(!books.answer(UID, 0, Stage::Launched, true), "nothing held any more");
+    }
+
+    #[test]
+    fn held_updates_go_with_their_gang_and_a_dropped_gangs_updates_are_not_held() {
+        let (books, _) = waiting();
+        books.plan_gang(UID, gang(Stage::Planned, 0)).unwrap();
+        books.mark_launched(UID, 0, T0).unwrap();
+        books.record(&updates(TaskState::Running)[0], T0);
+        books.forget_gang(UID);
+        let next = gang(Stage::Planned, 0);
+        let key = ObjectRef::from_obj(&MpiJob::test());
+        assert!(books.seed_gang(UID, &key, next));
+        assert!(!books.answer(UID, 0, Stage::Launched, true), "the forgotten gang's updates went with it");
+        assert_eq!(states(&books), [None, None, None]);
+
+        let (books, key) = waiting();
+        books.plan_gang(UID, gang(Stage::Planned, 0)).unwrap();
+        let dropped = updates(TaskState::Dropped);
+        assert_eq!(books.mark_dropped(UID, 0, &dropped, T0), Some(key));
+        assert_eq!(states(&books), [Some(TaskState::Dropped); 3], "no launch to tell first");
+        assert_eq!(books.gang(UID).map(|g| g.stage), Some(Stage::Launched));
+    }
+
+    #[test]
+    fn the_driver_forgets_only_a_placed_gang_of_the_generation_it_gave_up_on() {
+        let (books, key) = waiting();
+        let (_, mut answer) = books.plan_gang(UID, gang(Stage::Planned, 0)).unwrap();
+        assert!(books.forget_planned(UID, 1).is_none(), "another generation stays");
+        assert_eq!(books.forget_planned(UID, 0), Some(key));
+        assert!(books.gang(UID).is_none());
+        assert_eq!(heard(&mut answer), Err(TryRecvError::Closed));
+
+        let (books, _) = waiting();
+        books.plan_gang(UID, gang(Stage::Planned, 0)).unwrap();
+        books.mark_launched(UID, 0, T0).unwrap();
+        assert!(books.forget_planned(UID, 0).is_none(), "a launched gang has tasks: it stays");
+        assert!(books.gang(UID).is_some());
+    }
+
+    #[test]
+    fn a_job_placed_meanwhile_is_not_queued_again_for_the_same_generation() {
+        let (books, key) = waiting();
+        let job = Arc::new(MpiJob::test());
+        books.plan_gang(UID, gang(Stage::Planned, 0)).unwrap();
+        // A reconcile that read the books before the placement wants to queue it (again).
+        assert!(books.refresh(UID, 0, &job), "nothing to fetch for a placed job");
+        let entry = crate::reconcile::queue_entry(&job, UID, 0, Vec::new(), T0).unwrap().unwrap();
+        assert!(!books.enqueue(UID, &key, entry), "not queued");
+        assert!(books.queue_view(UID).is_none() && books.waiting().is_empty(), "so no round places it twice");
+        // The next generation queues (a restart) once the old gang is forgotten.
+        books.forget_gang(UID);
+        let next = crate::reconcile::queue_entry(&job, UID, 1, Vec::new(), T0).unwrap().unwrap();
+        assert!(books.enqueue(UID, &key, next));
+    }
 
     #[test]
     fn the_capacity_epoch_moves_only_when_the_known_capacity_changes() {

@@ -1,20 +1,25 @@
 //! What the reconcilers and the framework driver share: the Kubernetes
-//! client, the books, the Event publisher, metrics, settings, and the two
-//! channels between them (commands to the driver, reconcile triggers back).
+//! client, the books, the Event publisher, metrics, settings, the status
+//! writer's expectations, and the two channels between them (commands to
+//! the driver, reconcile triggers back). Only the reconciler writes MpiJob
+//! status; nothing here lets another task write it or serialises access to
+//! a job (kube-runtime's Controller never reconciles one object twice at
+//! once, and the driver asks for status writes through the books).
 
-use std::collections::HashMap;
+use std::sync::OnceLock;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use kube::runtime::reflector::{ObjectRef, Store};
-use mpiswarm_crds::{MpiJob, MpiJobStatus};
+use mpiswarm_crds::MpiJob;
 use mpiswarm_policy::Backfill;
 use tokio::sync::{Notify, mpsc};
 
 use crate::books::{Books, TaskRef};
 use crate::events::Publisher;
+use crate::expectations::Expectations;
 use crate::metrics::Metrics;
+use crate::retries::Retries;
 
 /// The field manager of every status write.
 pub const FIELD_MANAGER: &str = "mpiswarm-controller";
@@ -41,6 +46,9 @@ pub struct Settings {
     /// How long a deletion waits in one pass for the gang's tasks to end
     /// (then the reconcile fails and is retried, sending the KILLs again).
     pub teardown_wait: std::time::Duration,
+    /// How long the driver waits for the reconciler to write a placed
+    /// gang's status (then the gang goes back to the queue unlaunched).
+    pub status_write_wait: std::time::Duration,
 }
 
 impl Default for Settings {
@@ -55,6 +63,7 @@ impl Default for Settings {
             concurrency: 16,
             master_ca: None,
             teardown_wait: std::time::Duration::from_secs(20),
+            status_write_wait: std::time::Duration::from_secs(30),
         }
     }
 }
@@ -84,8 +93,10 @@ pub struct Context {
     pub task_changed: Notify,
     /// Subscribed to the master (for /readyz).
     pub subscribed: AtomicBool,
-    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    written: Mutex<HashMap<String, MpiJobStatus>>,
+    /// What the reconciler's own status writes returned (the reconciler's alone to change).
+    pub expectations: Expectations,
+    /// Consecutive failed reconciles per job (`error_policy`'s backoff).
+    pub retries: Retries,
 }
 
 impl Context {
@@ -107,47 +118,14 @@ impl Context {
             store: OnceLock::new(),
             task_changed: Notify::new(),
             subscribed: AtomicBool::new(false),
-            locks: Mutex::default(),
-            written: Mutex::default(),
+            expectations: Expectations::default(),
+            retries: Retries::default(),
         }
     }
 
-    /// One async lock per job: the reconciler and the driver's status write
-    /// of a freshly placed gang never interleave. The lock exists only while
-    /// someone holds or awaits it (thousands of idle jobs keep none).
-    pub async fn lock_job(&self, uid: &str) -> JobGuard<'_> {
-        let lock = self
-            .locks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry(uid.to_owned())
-            .or_default()
-            .clone();
-        let held = lock.lock_owned().await;
-        JobGuard { ctx: self, uid: uid.to_owned(), held: Some(held) }
-    }
-
-    /// The status this controller last wrote for the job, while the cached
-    /// object (whose status is `cached`) has not caught up with it. Once it
-    /// has, the copy is dropped: the reflector only moves forward, so the
-    /// cache is at least as new from then on.
-    pub fn written_status(&self, uid: &str, cached: Option<&MpiJobStatus>) -> Option<MpiJobStatus> {
-        let mut written = self.written.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let last = written.get(uid)?;
-        if cached == Some(last) {
-            written.remove(uid);
-            return None;
-        }
-        Some(last.clone())
-    }
-
-    pub fn remember_status(&self, uid: &str, status: MpiJobStatus) {
-        self.written.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(uid.to_owned(), status);
-    }
-
+    /// The job is gone for good: its books and expectations go.
     pub fn forget_job(&self, uid: &str) {
-        self.written.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(uid);
-        self.locks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(uid);
+        self.expectations.forget(uid);
         self.books.remove(uid);
     }
 
@@ -165,27 +143,6 @@ impl Context {
     /// Asks the controller to reconcile a job soon.
     pub fn wake(&self, key: ObjectRef<MpiJob>) {
         let _ignored = self.trigger.unbounded_send(key);
-    }
-}
-
-/// A held job lock (see [`Context::lock_job`]).
-pub struct JobGuard<'a> {
-    ctx: &'a Context,
-    uid: String,
-    held: Option<tokio::sync::OwnedMutexGuard<()>>,
-}
-
-impl Drop for JobGuard<'_> {
-    fn drop(&mut self) {
-        let Some(held) = self.held.take() else { return };
-        // Under the map's lock nobody can take a new handle to this mutex, and
-        // every holder or waiter owns one: the map's and ours only means idle.
-        let mut locks = self.ctx.locks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mutex = tokio::sync::OwnedMutexGuard::mutex(&held).clone();
-        drop(held);
-        if Arc::strong_count(&mutex) == 2 && locks.get(&self.uid).is_some_and(|m| Arc::ptr_eq(m, &mutex)) {
-            locks.remove(&self.uid);
-        }
     }
 }
 

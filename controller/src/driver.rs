@@ -6,28 +6,37 @@
 //! not use, maps UPDATEs onto the books and acknowledges them, and
 //! RECONCILEs after every (re)subscribe. The framework id lives in a
 //! ConfigMap so that a new leader fails over as the same framework.
+//!
+//! It never writes an MpiJob's status: it books a placed gang with an ask
+//! for that write, wakes the job, and ACCEPTs only once the reconciler has
+//! answered that the status records the gang (bounded by
+//! `Settings::status_write_wait`; the gangs of one round are written
+//! concurrently). A launched gang's task updates wait in the books until
+//! the reconciler has written `Launching` (see [`crate::books`]). What to
+//! accept, decline and drop, and what is a stray, are pure decisions in
+//! [`round`]; this file carries them out.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt, stream};
+use futures::{FutureExt, StreamExt};
 use kube::ResourceExt;
 use mpiswarm_mesos::client::{Backoff, ClientError, SchedulerClient};
 use mpiswarm_mesos::framework::{Capability, CapabilityType};
 use mpiswarm_mesos::scheduler::{Call, CallType, Event, EventType, ReconcileTask, Subscribe};
-use mpiswarm_mesos::{AgentId, Filters, FrameworkId, FrameworkInfo, Offer, Reason, TaskId, TaskState, TaskStatus};
+use mpiswarm_mesos::{AgentId, Filters, FrameworkId, FrameworkInfo, MasterError, Offer, TaskId, TaskStatus};
 use mpiswarm_policy::RoundOptions;
 use tokio::sync::{mpsc, watch};
 
 use crate::books::TaskRef;
 use crate::context::{Command, Context, now};
-use crate::error::Error;
+use crate::error::{Error, SubscriptionEnded};
 use crate::framework_id::FrameworkIdStore;
 use crate::gang::{GangBook, Stage};
 use crate::names::TaskName;
-use crate::round::{self, StartedGang};
+use crate::round::{self, Fate, Owner, StartedGang};
 
 /// How to reach the master and who we are to it.
 #[derive(Clone)]
@@ -40,9 +49,6 @@ pub struct DriverConfig {
     pub user: String,
     pub framework_ids: FrameworkIdStore,
 }
-
-/// Concurrent status writes of freshly placed gangs in one round.
-const STATUS_WRITES_IN_FLIGHT: usize = 32;
 
 /// Runs until `shutdown` turns true, re-subscribing with backoff whenever
 /// the connection ends.
@@ -88,10 +94,8 @@ pub async fn run(
                 ctx.subscribed.store(false, Ordering::SeqCst);
                 tracing::warn!(reason = %ended, master = %config.master, "subscription ended; re-subscribing");
             }
-            Err(ClientError::UnexpectedFirstEvent { got, .. })
-                if got.contains("removed") || got.contains("unknown") =>
-            {
-                tracing::warn!(error = %got, "the master no longer knows our framework id; subscribing afresh");
+            Err(ClientError::Refused { error: error @ MasterError::FrameworkRemoved, .. }) => {
+                tracing::warn!(%error, "the master no longer knows our framework id; subscribing afresh");
                 if let Err(e) = config.framework_ids.clear().await {
                     tracing::warn!(error = %e, "could not clear the framework id");
                 }
@@ -151,9 +155,9 @@ impl Session<'_> {
         heartbeat: f64,
         commands: &mut mpsc::UnboundedReceiver<Command>,
         shutdown: &mut watch::Receiver<bool>,
-    ) -> String {
+    ) -> SubscriptionEnded {
         if let Err(e) = self.on_subscribed().await {
-            return format!("after SUBSCRIBED: {e}");
+            return SubscriptionEnded::AfterSubscribed(e);
         }
         // Mesos: a framework that misses several heartbeats should assume the connection is gone.
         let silence = Duration::from_secs_f64(heartbeat * 3.0);
@@ -161,9 +165,9 @@ impl Session<'_> {
         loop {
             tokio::select! {
                 event = tokio::time::timeout(silence, events.next()) => match event {
-                    Err(_) => return format!("no event or heartbeat for {}s", silence.as_secs()),
-                    Ok(None) => return "the event stream ended".to_owned(),
-                    Ok(Some(Err(e))) => return format!("event stream broken: {e}"),
+                    Err(_) => return SubscriptionEnded::Silent(silence.as_secs()),
+                    Ok(None) => return SubscriptionEnded::StreamEnded,
+                    Ok(Some(Err(e))) => return SubscriptionEnded::Broken(e),
                     Ok(Some(Ok(event))) => {
                         let started = std::time::Instant::now();
                         let kind = event.kind;
@@ -175,15 +179,15 @@ impl Session<'_> {
                 },
                 Some(command) = commands.recv() => {
                     if let Err(e) = self.on_command(command).await {
-                        return format!("call failed: {e}");
+                        return SubscriptionEnded::Call(e);
                     }
                 }
                 _ = tick.tick() => {
                     if let Err(e) = self.keep_roles_and_interest().await {
-                        return format!("call failed: {e}");
+                        return SubscriptionEnded::Call(e);
                     }
                 }
-                _ = shutdown.changed() => return "shutting down".to_owned(),
+                _ = shutdown.changed() => return SubscriptionEnded::Shutdown,
             }
         }
     }
@@ -266,26 +270,26 @@ impl Session<'_> {
         Ok(())
     }
 
-    async fn on_event(&mut self, event: Event) -> Result<(), String> {
+    async fn on_event(&mut self, event: Event) -> Result<(), SubscriptionEnded> {
         match event.kind {
             EventType::Offers => {
                 let offers = event.offers.map(|o| o.offers).unwrap_or_default();
-                self.on_offers(offers).await.map_err(|e| format!("offer round: {e}"))
+                self.on_offers(offers).await.map_err(SubscriptionEnded::OfferRound)
             }
             EventType::Update => {
                 if let Some(update) = event.update {
-                    self.on_update(update.status).await.map_err(|e| format!("update: {e}"))?;
+                    self.on_update(update.status).await.map_err(SubscriptionEnded::Update)?;
                 }
                 Ok(())
             }
             EventType::Error => {
-                let message = event.error.map(|e| e.message).unwrap_or_default();
-                if message.contains("removed")
+                let error = event.error.map_or(MasterError::Other(String::new()), |e| e.kind());
+                if error == MasterError::FrameworkRemoved
                     && let Err(e) = self.config.framework_ids.clear().await
                 {
                     tracing::warn!(error = %e, "could not clear the framework id");
                 }
-                Err(format!("the master sent ERROR: {message}"))
+                Err(SubscriptionEnded::MasterError(error))
             }
             EventType::Failure => {
                 if let Some(f) = event.failure {
@@ -307,9 +311,9 @@ impl Session<'_> {
         tracing::debug!(task = %status.task_id.value, state = status.state.as_str(), "UPDATE");
         if let Some(key) = ctx.books.record(&status, now()) {
             ctx.wake(key);
-        } else if !status.state.is_terminal()
-            && !ctx.books.knows_task(&status.task_id.value)
-            && self.is_stray(&status.task_id.value)
+        } else if !ctx.books.knows_task(&status.task_id.value)
+            && let Some(name) = TaskName::parse(&status.task_id.value)
+            && round::is_stray(name.generation, status.state.is_terminal(), self.owner(&name))
         {
             tracing::warn!(task = %status.task_id.value, "killing a task that belongs to no live gang");
             self.call(&Call::kill(&self.framework_id, status.task_id.clone(), status.agent_id.clone())).await?;
@@ -321,28 +325,19 @@ impl Session<'_> {
         Ok(())
     }
 
-    /// A task of ours whose job is gone or has moved on to a later gang.
-    fn is_stray(&self, task_id: &str) -> bool {
-        let Some(name) = TaskName::parse(task_id) else { return false };
-        let Some(store) = self.ctx.store.get() else { return false };
-        // Updates of running tasks arrive as soon as we subscribe (a RECONCILE
-        // answers for each), maybe before the cache has listed the MpiJobs:
-        // against an empty cache every task looks like a stray, and a new
-        // leader killed the launchers of the gangs it was taking over.
+    /// What the cache, and the status writer's last write, say of a task's job.
+    fn owner(&self, name: &TaskName) -> Owner {
+        let Some(store) = self.ctx.store.get() else { return Owner::NotListed };
         if store.wait_until_ready().now_or_never().is_none_or(|r| r.is_err()) {
-            return false;
+            return Owner::NotListed;
         }
         let job =
             store.state().into_iter().find(|j| j.uid().is_some_and(|u| crate::names::short_uid(&u) == name.short_uid));
-        match job {
-            None => true,
-            Some(job) => {
-                let uid = job.uid().unwrap_or_default();
-                let status = self.ctx.written_status(&uid, job.status.as_ref()).or_else(|| job.status.clone());
-                let current = status.and_then(|s| s.gang_generation).unwrap_or(0).max(0) as u32;
-                name.generation < current
-            }
-        }
+        let Some(job) = job else { return Owner::Gone };
+        let uid = job.uid().unwrap_or_default();
+        let cached = job.status.as_ref().and_then(|s| s.gang_generation).unwrap_or(0).max(0) as u32;
+        // A status write the cache does not show yet is the newer one.
+        Owner::Generation(self.ctx.expectations.gang_generation(&uid).unwrap_or(cached))
     }
 
     async fn on_offers(&mut self, offers: Vec<Offer>) -> Result<(), Error> {
@@ -371,63 +366,53 @@ impl Session<'_> {
         // Status first ("Scheduling", with the placement), then the ACCEPTs: a
         // controller that dies in between finds the gang in the status and asks
         // the master about it, so a gang is never launched twice.
-        let persisted: Vec<StartedGang> = stream::iter(outcome.started)
-            .map(|s| {
-                let ctx = ctx.clone();
-                async move { persist(&ctx, s).await }
-            })
-            .buffer_unordered(STATUS_WRITES_IN_FLIGHT)
-            .filter_map(|s| async move { s })
-            .collect()
-            .await;
-        let mut ops: BTreeMap<(String, String), Vec<(usize, mpiswarm_mesos::Operation)>> = BTreeMap::new();
-        for (i, s) in persisted.iter().enumerate() {
-            for l in &s.launches {
-                ops.entry((l.agent_id.clone(), s.role.clone())).or_default().push((i, l.operation.clone()));
-            }
-        }
-        let refuse =
-            if ctx.books.is_waiting() { ctx.settings.refuse_seconds_waiting } else { ctx.settings.refuse_seconds_idle };
-        let mut declined = Vec::new();
-        let mut failed: BTreeSet<usize> = BTreeSet::new();
-        for (key, offer_ids) in outcome.offers {
-            let Some(group) = ops.remove(&key) else {
-                declined.extend(offer_ids);
-                continue;
-            };
-            let jobs: BTreeSet<usize> = group.iter().map(|(i, _)| *i).collect();
-            let operations = group.into_iter().map(|(_, op)| op).collect();
-            let n = offer_ids.len() as u64;
-            let call = Call::accept(&self.framework_id, offer_ids, operations, Some(Filters::refuse(refuse)));
+        let written: Vec<StartedGang> = futures::future::join_all(outcome.started.into_iter().map(|s| book(&ctx, s)))
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        let answers = round::answers(&outcome.offers, &written);
+        let refuse = round::refuse_seconds(ctx.books.is_waiting(), &ctx.settings);
+        let mut sent = Vec::with_capacity(answers.accepts.len());
+        for a in &answers.accepts {
+            let call = Call::accept(
+                &self.framework_id,
+                a.offer_ids.clone(),
+                a.operations.clone(),
+                Some(Filters::refuse(refuse)),
+            );
             match self.call(&call).await {
                 Ok(()) => {
-                    ctx.metrics.offers_accepted.inc_by(n);
+                    ctx.metrics.offers_accepted.inc_by(a.offer_ids.len() as u64);
+                    sent.push(true);
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, agent = %key.0, "ACCEPT failed; its gangs go back to the queue");
-                    failed.extend(jobs);
+                    tracing::warn!(error = %e, agent = %a.agent_id, "ACCEPT failed; its gangs go back to the queue");
+                    sent.push(false);
                 }
             }
         }
-        for (i, s) in persisted.iter().enumerate() {
-            if failed.contains(&i) {
-                drop_gang(&ctx, s, "the ACCEPT call to the master failed");
-            } else {
-                ctx.books.mark_launched(&s.uid, s.generation, now);
-                ctx.metrics.gangs_launched.inc();
+        // The updates of a launched gang's tasks are held in the books until
+        // the reconciler has written "Launching", so every job's story has
+        // it, however fast its tasks start; the driver need not wait for it.
+        for (s, fate) in written.iter().zip(round::fates(written.len(), &answers.accepts, &sent)) {
+            let woken = match fate {
+                Fate::Launched => {
+                    ctx.metrics.gangs_launched.inc();
+                    ctx.books.mark_launched(&s.uid, s.generation, now)
+                }
+                Fate::Dropped => {
+                    let updates = round::dropped_updates(s, "the ACCEPT call to the master failed");
+                    ctx.books.mark_dropped(&s.uid, s.generation, &updates, now)
+                }
+            };
+            if let Some(key) = woken {
+                ctx.wake(key);
             }
         }
-        // "Launching" is written before any update of these tasks is read, so
-        // every job's story has it, however fast its tasks start.
-        stream::iter(persisted.iter().map(|s| s.uid.clone()))
-            .for_each_concurrent(STATUS_WRITES_IN_FLIGHT, |uid| {
-                let ctx = ctx.clone();
-                async move { sync_job(&ctx, &uid).await }
-            })
-            .await;
-        if !declined.is_empty() {
-            ctx.metrics.offers_declined.inc_by(declined.len() as u64);
-            self.call(&Call::decline(&self.framework_id, declined, Some(Filters::refuse(refuse)))).await?;
+        if !answers.declined.is_empty() {
+            ctx.metrics.offers_declined.inc_by(answers.declined.len() as u64);
+            self.call(&Call::decline(&self.framework_id, answers.declined, Some(Filters::refuse(refuse)))).await?;
         }
         self.keep_roles_and_interest().await?;
         Ok(())
@@ -456,46 +441,27 @@ impl Session<'_> {
     }
 }
 
-/// Books the gang and writes the job's status; `None` if the job went away.
-async fn persist(ctx: &Arc<Context>, started: StartedGang) -> Option<StartedGang> {
+/// Books a placed gang and asks the reconciler to write the status that
+/// records it; returns the gang once that status is written, `None` if it
+/// was not within `status_write_wait` or never will be (the job went away
+/// or was suspended): the gang is forgotten and the job queues again.
+async fn book(ctx: &Arc<Context>, started: StartedGang) -> Option<StartedGang> {
     let job = ctx.cached_job(&started.uid)?;
     if job.metadata.deletion_timestamp.is_some() {
         return None;
     }
     let gang =
         GangBook::new(&started.uid, started.generation, &started.role, started.placement.clone(), Stage::Planned);
-    ctx.books.plan_gang(&started.uid, gang)?;
-    if let Err(e) = crate::reconcile::apply(&job, ctx).await {
-        tracing::warn!(error = %e, job = %job.name_any(), "could not record the placement; the job waits for the next round");
-        ctx.books.forget_gang(&started.uid);
-        ctx.wake(kube::runtime::reflector::ObjectRef::from_obj(job.as_ref()));
-        return None;
+    let (key, answer) = ctx.books.plan_gang(&started.uid, gang)?;
+    ctx.wake(key);
+    let why = match tokio::time::timeout(ctx.settings.status_write_wait, answer).await {
+        Ok(Ok(())) => return Some(started),
+        Ok(Err(_)) => "its status will not record the placement (the job changed meanwhile)",
+        Err(_) => "its status was not written in time",
+    };
+    tracing::warn!(job = %job.name_any(), why, "the placed gang is not launched; the job waits for the next round");
+    if let Some(key) = ctx.books.forget_planned(&started.uid, started.generation) {
+        ctx.wake(key);
     }
-    // A deletion may have taken the gang away while the status was written.
-    let still =
-        ctx.books.gang(&started.uid).is_some_and(|g| g.generation == started.generation && g.stage == Stage::Planned);
-    still.then_some(started)
-}
-
-/// Reconciles one job now (the reconciler would, a moment later).
-async fn sync_job(ctx: &Arc<Context>, uid: &str) {
-    let Some(job) = ctx.cached_job(uid) else { return };
-    if let Err(e) = crate::reconcile::apply(&job, ctx).await {
-        tracing::warn!(error = %e, job = %job.name_any(), "status write after launch failed; the reconciler retries");
-        ctx.wake(kube::runtime::reflector::ObjectRef::from_obj(job.as_ref()));
-    }
-}
-
-/// A gang whose ACCEPT never reached the master: its tasks do not exist;
-/// record that, so the job goes back to the queue without using a restart.
-fn drop_gang(ctx: &Context, s: &StartedGang, why: &str) {
-    ctx.books.mark_launched(&s.uid, s.generation, now());
-    for l in &s.launches {
-        for (name, _) in &l.tasks {
-            let mut status = TaskStatus::new(TaskId::new(name.to_string()), TaskState::Dropped);
-            status.reason = Some(Reason::ReasonInvalidOffers);
-            status.message = Some(why.to_owned());
-            ctx.books.record(&status, now());
-        }
-    }
+    None
 }

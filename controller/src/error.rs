@@ -39,3 +39,27 @@ impl Error {
         }
     }
 }
+
+/// Why a subscription to the master ended; the driver logs it and
+/// subscribes again (with backoff), so each says what happened and where.
+#[derive(Debug, thiserror::Error)]
+pub enum SubscriptionEnded {
+    #[error("the set-up after SUBSCRIBED (framework id ConfigMap, RECONCILE, REVIVE) failed: {0}")]
+    AfterSubscribed(#[source] Error),
+    #[error("no event or heartbeat from the master for {0}s: it is down or unreachable")]
+    Silent(u64),
+    #[error("the master closed the event stream")]
+    StreamEnded,
+    #[error("the event stream from the master broke: {0}")]
+    Broken(#[source] mpiswarm_mesos::client::ClientError),
+    #[error("the offer round failed: {0}")]
+    OfferRound(#[source] Error),
+    #[error("handling a task UPDATE (KILL of a stray task, ACKNOWLEDGE) failed: {0}")]
+    Update(#[source] mpiswarm_mesos::client::ClientError),
+    #[error("the master sent ERROR {0}")]
+    MasterError(mpiswarm_mesos::MasterError),
+    #[error("a call to the master failed: {0}")]
+    Call(#[source] mpiswarm_mesos::client::ClientError),
+    #[error("the controller is shutting down")]
+    Shutdown,
+}

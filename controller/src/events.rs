@@ -132,10 +132,11 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::jiff::Timestamp;
+    use mpiswarm_crds::ConditionReason;
 
     fn st(phase: Phase) -> MpiJobStatus {
         let mut s = MpiJobStatus { phase: Some(phase), ..MpiJobStatus::default() };
-        s.set_condition(C::Created, true, "Created", "", None, Time(Timestamp::UNIX_EPOCH));
+        s.set_condition(C::Created, true, ConditionReason::Created, "", None, Time(Timestamp::UNIX_EPOCH));
         s
     }
 
@@ -159,7 +160,14 @@ mod tests {
     #[test]
     fn failures_are_warnings_with_their_reason() {
         let mut failed = st(Phase::Failed);
-        failed.set_condition(C::Failed, true, "DeadlineExceeded", "ran too long", None, Time(Timestamp::UNIX_EPOCH));
+        failed.set_condition(
+            C::Failed,
+            true,
+            ConditionReason::DeadlineExceeded,
+            "ran too long",
+            None,
+            Time(Timestamp::UNIX_EPOCH),
+        );
         let evs = transitions(&st(Phase::Running), &failed);
         assert_eq!(evs.len(), 1);
         assert_eq!(evs[0].type_, EventType::Warning);

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use mpiswarm_crds::ConditionReason;
 use mpiswarm_mesos::{Reason, TaskState, TaskStatus};
 use mpiswarm_policy::Placement;
 
@@ -67,8 +68,8 @@ pub struct GangBook {
 /// Why a gang failed; `counts` says whether it uses up one of `backoffLimit`'s restarts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
-    /// A CamelCase reason for conditions and Events.
-    pub reason: &'static str,
+    /// The reason the `Restarting` or `Failed` condition carries.
+    pub reason: ConditionReason,
     pub message: String,
     pub exit_code: Option<i32>,
     /// The node whose loss caused it, if any.
@@ -219,7 +220,7 @@ impl GangBook {
             .map(|t| format!("{} on {}", t.role, t.hostname))
             .collect();
         Failure {
-            reason: "LaunchTimeout",
+            reason: ConditionReason::LaunchTimeout,
             message: format!("not running {secs}s after launch: {}", slow.join(", ")),
             exit_code: None,
             lost_node: None,
@@ -250,29 +251,35 @@ fn failure_of(t: &TaskBook, state: TaskState, launcher: bool, maybe_never_launch
     let (reason, counts, message) = match (state, t.reason) {
         // The offer was gone before the launch: not the job's fault, try again.
         (_, Some(Reason::ReasonInvalidOffers)) => {
-            ("OfferRescinded", false, format!("{who} was not launched: {detail}"))
+            (ConditionReason::OfferRescinded, false, format!("{who} was not launched: {detail}"))
         }
-        (TaskState::Dropped, _) => ("LaunchDropped", false, format!("{who} was dropped before it started: {detail}")),
+        (TaskState::Dropped, _) => {
+            (ConditionReason::LaunchDropped, false, format!("{who} was dropped before it started: {detail}"))
+        }
         // Unknown to the master after a controller restart.
         (_, Some(Reason::ReasonReconciliation)) => (
-            "TaskUnknown",
+            ConditionReason::TaskUnknown,
             !maybe_never_launched,
             format!("{who} is unknown to the offer layer ({}): {detail}", state.as_str()),
         ),
-        _ if lost => ("NodeLost", true, format!("node {} was lost ({}): {detail}", t.hostname, state.as_str())),
-        (TaskState::Error, _) => ("LaunchFailed", true, format!("{who} was refused: {detail}")),
+        _ if lost => {
+            (ConditionReason::NodeLost, true, format!("node {} was lost ({}): {detail}", t.hostname, state.as_str()))
+        }
+        (TaskState::Error, _) => (ConditionReason::LaunchFailed, true, format!("{who} was refused: {detail}")),
         (TaskState::Failed, Some(Reason::ReasonContainerLaunchFailed)) => {
-            ("LaunchFailed", true, format!("{who} could not start: {detail}"))
+            (ConditionReason::LaunchFailed, true, format!("{who} could not start: {detail}"))
         }
         (TaskState::Failed, _) if launcher => (
-            "LauncherFailed",
+            ConditionReason::LauncherFailed,
             true,
             format!("mpirun exited with code {}: {detail}", t.exit_code.map_or("?".to_owned(), |c| c.to_string())),
         ),
-        (TaskState::Failed, _) => ("WorkerFailed", true, format!("{who} failed: {detail}")),
-        (TaskState::Finished, _) => ("WorkerExited", true, format!("{who} exited while mpirun was running: {detail}")),
-        (TaskState::Killed, _) => ("TaskKilled", true, format!("{who} was killed: {detail}")),
-        _ => ("TaskEnded", true, format!("{who} ended in {}: {detail}", state.as_str())),
+        (TaskState::Failed, _) => (ConditionReason::WorkerFailed, true, format!("{who} failed: {detail}")),
+        (TaskState::Finished, _) => {
+            (ConditionReason::WorkerExited, true, format!("{who} exited while mpirun was running: {detail}"))
+        }
+        (TaskState::Killed, _) => (ConditionReason::TaskKilled, true, format!("{who} was killed: {detail}")),
+        _ => (ConditionReason::TaskEnded, true, format!("{who} ended in {}: {detail}", state.as_str())),
     };
     Failure {
         reason,
@@ -343,14 +350,14 @@ mod tests {
         // Its workers still run: the verdict waits for them a moment.
         assert_eq!(g.health(101, 60), Health::Settling(SETTLE_SECONDS - 1));
         let Health::Failed(f) = g.health(100 + SETTLE_SECONDS, 60) else { panic!() };
-        assert_eq!((f.reason, f.exit_code, f.counts), ("LauncherFailed", Some(3), true));
+        assert_eq!((f.reason, f.exit_code, f.counts), (ConditionReason::LauncherFailed, Some(3), true));
         assert!(f.message.contains("code 3"), "{}", f.message);
 
         let mut g = gang();
         all(&mut g, TaskState::Running);
         g.record(&status(&g, TaskRole::Worker(1), TaskState::Lost), 100);
         let Health::Failed(f) = g.health(101, 60) else { panic!() };
-        assert_eq!(f.reason, "NodeLost");
+        assert_eq!(f.reason, ConditionReason::NodeLost);
         assert_eq!(f.lost_node.as_deref(), Some(g.placement.nodes[1].hostname.as_str()));
 
         // mpirun exits 255 as its ranks on the lost node vanish: the node is the cause.
@@ -361,7 +368,7 @@ mod tests {
         g.record(&s, 100);
         g.record(&status(&g, TaskRole::Worker(1), TaskState::Lost), 100);
         let Health::Failed(f) = g.health(101, 60) else { panic!() };
-        assert_eq!(f.reason, "NodeLost", "{}", f.message);
+        assert_eq!(f.reason, ConditionReason::NodeLost, "{}", f.message);
         assert_eq!(f.lost_node.as_deref(), Some(g.placement.nodes[1].hostname.as_str()));
 
         // ... also when mpirun's exit is recorded first and the node's
@@ -374,7 +381,7 @@ mod tests {
         assert_eq!(g.health(103, 60), Health::Settling(SETTLE_SECONDS - 3));
         g.record(&status(&g, TaskRole::Worker(1), TaskState::Lost), 104);
         let Health::Failed(f) = g.health(104, 60) else { panic!() };
-        assert_eq!(f.reason, "NodeLost", "{}", f.message);
+        assert_eq!(f.reason, ConditionReason::NodeLost, "{}", f.message);
 
         // When every other task has ended, nothing is left to wait for.
         let mut g = gang();
@@ -392,7 +399,7 @@ mod tests {
         s.reason = Some(Reason::ReasonInvalidOffers);
         g.record(&s, 100);
         let Health::Failed(f) = g.health(101, 60) else { panic!() };
-        assert_eq!((f.reason, f.counts), ("OfferRescinded", false));
+        assert_eq!((f.reason, f.counts), (ConditionReason::OfferRescinded, false));
     }
 
     #[test]
@@ -400,7 +407,7 @@ mod tests {
         let mut g = gang();
         all(&mut g, TaskState::Starting);
         let Health::Failed(f) = g.health(160, 60) else { panic!() };
-        assert_eq!(f.reason, "LaunchTimeout");
+        assert_eq!(f.reason, ConditionReason::LaunchTimeout);
         g.record(&status(&g, TaskRole::Worker(0), TaskState::Killed), 100);
         assert!(!g.record(&status(&g, TaskRole::Worker(0), TaskState::Running), 100));
         assert_eq!(g.live_tasks().count(), 2);

@@ -24,8 +24,10 @@ use mpiswarm_policy::{Placement, Resources};
 use crate::names::{self, BOOTSTRAP_PATH, HOSTFILE_PATH, SSH_KEY_PATH, TaskName, TaskRole};
 
 /// The rank bootstrap (SSH key set-up, sshd for workers, waiting for the
-/// workers then `mpirun` for the launcher). The rank image ships the same file.
-pub const BOOTSTRAP: &str = include_str!("../../images/mpiswarm-rank");
+/// workers then `mpirun` for the launcher). Its one home is
+/// `controller/mpiswarm-rank`; the rank image's build (`mpiswarm_stack::images`)
+/// ships this constant as the image's `/usr/local/bin/mpiswarm-rank`.
+pub const BOOTSTRAP: &str = include_str!("../mpiswarm-rank");
 
 /// The interface Swarm gives the first network of a task: the job's overlay.
 const OVERLAY_INTERFACE: &str = "eth0";
@@ -131,10 +133,12 @@ impl Gang<'_> {
         let ranks = self.placement.total_ranks().to_string();
         let env_names: Vec<&str> = self.spec.mpi.env.iter().map(|e| e.name.as_str()).collect();
         let mut words: Vec<String> = vec!["sh".into(), BOOTSTRAP_PATH.into(), "launcher".into()];
-        match self.spec.mpi.implementation {
+        let implementation = self.spec.mpi.implementation;
+        let hostfile_flag = implementation.hostfile_flag();
+        match implementation {
             Implementation::OpenMPI => {
                 words.extend(
-                    ["mpirun", "--allow-run-as-root", "--hostfile", HOSTFILE_PATH, "-np", &ranks].map(String::from),
+                    ["mpirun", "--allow-run-as-root", hostfile_flag, HOSTFILE_PATH, "-np", &ranks].map(String::from),
                 );
                 for (k, v) in [
                     ("btl_tcp_if_include", OVERLAY_INTERFACE),
@@ -150,8 +154,18 @@ impl Gang<'_> {
             }
             Implementation::Mpich => {
                 words.extend(
-                    ["mpiexec", "-f", HOSTFILE_PATH, "-n", &ranks, "-launcher", "ssh", "-iface", OVERLAY_INTERFACE]
-                        .map(String::from),
+                    [
+                        "mpiexec",
+                        hostfile_flag,
+                        HOSTFILE_PATH,
+                        "-n",
+                        &ranks,
+                        "-launcher",
+                        "ssh",
+                        "-iface",
+                        OVERLAY_INTERFACE,
+                    ]
+                    .map(String::from),
                 );
                 if !env_names.is_empty() {
                     words.extend(["-envlist".to_owned(), env_names.join(",")]);

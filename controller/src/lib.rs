@@ -4,8 +4,9 @@
 //! happens back into the MpiJob's status and Events.
 //!
 //! - [`plan`]: the reconcile decision, pure (table-tested);
-//! - [`reconcile`]: finalizer, status writes, Events, actions;
-//! - [`driver`] and [`round`]: the Mesos subscription and one offer round;
+//! - [`reconcile`]: finalizer, status writes (it is their only writer), Events, actions;
+//!   [`expectations`] and [`retries`]: its own last writes and its retry backoff;
+//! - [`driver`] and [`round`]: the Mesos subscription, and its decisions (pure);
 //! - [`launch`]: a placed gang as LAUNCH_GROUP operations (pure);
 //! - [`gang`], [`books`], [`restore`]: what is known of each gang;
 //! - [`keys`], [`framework_id`]: the per-job SSH key and the framework id, in the cluster.
@@ -18,6 +19,7 @@ pub mod demand;
 pub mod driver;
 pub mod error;
 pub mod events;
+pub mod expectations;
 #[cfg(test)]
 mod fixtures;
 pub mod framework_id;
@@ -28,8 +30,11 @@ pub mod launch;
 pub mod metrics;
 pub mod names;
 pub mod plan;
+#[cfg(test)]
+mod readme_tests;
 pub mod reconcile;
 pub mod restore;
+pub mod retries;
 pub mod round;
 mod round_log;
 
@@ -61,16 +66,13 @@ pub struct ControllerArgs {
     /// Kubeconfig of the API server (default: in-cluster config, then $KUBECONFIG, then ~/.kube/config).
     #[arg(long, env = "MPISWARM_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
-    /// The Mesos master (our offer layer, or a real Mesos master).
-    #[arg(long, env = "MPISWARM_MASTER", default_value = "http://127.0.0.1:5050")]
-    pub master: String,
+    /// `--master` and `--ca-file`, declared with the agent's in `mpiswarm_mesos`.
+    #[command(flatten)]
+    pub master: mpiswarm_mesos::client::args::MasterArgs,
     /// A Mesos credential file for the master's authentication:
     /// `{"principal":"...","secret":"..."}` or `principal secret`.
     #[arg(long, env = "MPISWARM_MASTER_CREDENTIALS")]
     pub master_credentials: Option<PathBuf>,
-    /// PEM CA certificate(s) to trust for an https --master (instead of the public roots).
-    #[arg(long, env = "MPISWARM_CA_FILE")]
-    pub ca_file: Option<PathBuf>,
     /// Watch MpiJobs of this namespace only (default: all namespaces).
     #[arg(long, env = "MPISWARM_NAMESPACE")]
     pub namespace: Option<String>,
@@ -122,19 +124,14 @@ impl ControllerArgs {
             .transpose()
             .map_err(|e| Error::Config(format!("--master-credentials: {e}")))?
             .map(mpiswarm_mesos::credential::Credential::into_pair);
-        let master_ca = self
-            .ca_file
-            .as_deref()
-            .map(mpiswarm_mesos::tls::CaFile::read)
-            .transpose()
-            .map_err(|e| Error::Config(format!("--ca-file: {e}")))?;
+        let master_ca = self.master.ca().map_err(|e| Error::Config(format!("--ca-file: {e}")))?;
         let backfill = if self.backfill_seconds == 0 {
             mpiswarm_policy::Backfill::Off
         } else {
             mpiswarm_policy::Backfill::WhileHeadWaitsLessThan { max_head_wait_secs: self.backfill_seconds }
         };
         Ok(Options {
-            master: self.master.clone(),
+            master: self.master.url.clone(),
             credentials,
             namespace: self.namespace.clone(),
             lease_namespace: self.lease_namespace.clone(),

@@ -7,13 +7,12 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use mpiswarm_crds::{
-    CleanPolicy, ConditionType as C, LauncherStatus, MpiJob, MpiJobStatus, NodePlacement, Phase, PlacementStatus,
-    WorkersStatus,
+    CleanPolicy, ConditionReason as R, ConditionType as C, LauncherStatus, MpiJob, MpiJobStatus, Phase, WorkersStatus,
 };
 use mpiswarm_mesos::TaskState;
 
-use crate::gang::{GangBook, Health};
-use crate::names::TaskRole;
+use crate::demand;
+use crate::gang::{GangBook, Health, Stage};
 
 /// Where a waiting job stands in the queue, from the last offer round.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -82,13 +81,13 @@ struct Builder<'a> {
 }
 
 impl Builder<'_> {
-    fn cond(&mut self, t: C, status: bool, reason: &str, message: &str) {
+    fn cond(&mut self, t: C, status: bool, reason: R, message: &str) {
         let (g, now) = (self.generation, time(self.now));
         self.st.set_condition(t, status, reason, message, g, now);
     }
 
     /// Flips a condition to False only if it is present and True.
-    fn clear(&mut self, t: C, reason: &str, message: &str) {
+    fn clear(&mut self, t: C, reason: R, message: &str) {
         if self.st.is_true(t) {
             self.cond(t, false, reason, message);
         }
@@ -99,7 +98,7 @@ impl Builder<'_> {
         self.requeue_after = Some(self.requeue_after.map_or(after, |r| r.min(after)));
     }
 
-    fn finish(&mut self, phase: Phase, reason: &str, message: &str) {
+    fn finish(&mut self, phase: Phase, reason: R, message: &str) {
         self.st.phase = Some(phase);
         self.st.message = Some(message.to_owned());
         self.st.completion_time.get_or_insert(time(self.now));
@@ -124,23 +123,8 @@ impl Builder<'_> {
 
     fn describe_gang(&mut self, gang: &GangBook) {
         let p = &gang.placement;
-        self.st.placement = Some(PlacementStatus {
-            policy: policy_word(p),
-            reason: p.reason.clone(),
-            node_count: p.nodes.len() as i32,
-            nodes: p
-                .nodes
-                .iter()
-                .enumerate()
-                .map(|(i, n)| NodePlacement {
-                    node: n.hostname.clone(),
-                    agent_id: n.agent_id.clone(),
-                    ranks: n.ranks as i32,
-                    worker: TaskRole::Worker(i as u32).hostname(),
-                })
-                .collect(),
-        });
-        let mut w = WorkersStatus { total: p.nodes.len() as i32, ..WorkersStatus::default() };
+        self.st.placement = Some(demand::placement_status(p));
+        let mut w = WorkersStatus { total: demand::status_count(p.nodes.len()), ..WorkersStatus::default() };
         for t in gang.workers() {
             match t.state {
                 Some(TaskState::Running) => w.running += 1,
@@ -162,13 +146,6 @@ impl Builder<'_> {
     }
 }
 
-fn policy_word(p: &mpiswarm_policy::Placement) -> String {
-    match p.policy_applied {
-        mpiswarm_policy::AppliedPolicy::Pack => "pack".to_owned(),
-        mpiswarm_policy::AppliedPolicy::Spread => "spread".to_owned(),
-    }
-}
-
 /// The decision. Idempotent: planning again from the status it returned
 /// and the same books yields the same status and no new transitions.
 pub fn plan(inputs: &Inputs<'_>) -> Plan {
@@ -185,7 +162,7 @@ pub fn plan(inputs: &Inputs<'_>) -> Plan {
     };
     b.st.observed_generation = job.metadata.generation;
     if b.st.condition(C::Created).is_none() {
-        b.cond(C::Created, true, "Created", "MpiJob accepted by the mpiswarm controller");
+        b.cond(C::Created, true, R::Created, "MpiJob accepted by the mpiswarm controller");
     }
     let gang = b.inputs.gang;
     let phase = b.st.phase.unwrap_or_default();
@@ -213,18 +190,18 @@ pub fn plan(inputs: &Inputs<'_>) -> Plan {
     }
 
     if let Some(why) = &b.inputs.invalid {
-        b.cond(C::Invalid, true, "InvalidSpec", why);
-        b.finish(Phase::Failed, "Invalid", &format!("the MpiJob is invalid: {why}"));
+        b.cond(C::Invalid, true, R::InvalidSpec, why);
+        b.finish(Phase::Failed, R::Invalid, &format!("the MpiJob is invalid: {why}"));
         return b.done();
     }
 
-    let mut generation = b.st.gang_generation.unwrap_or(0).max(0) as u32;
+    let mut generation = b.st.gang_generation.and_then(|g| u32::try_from(g).ok()).unwrap_or(0);
     // The books may be one step ahead of the status (a gang was just placed).
     if let Some(g) = gang
         && g.generation > generation
     {
         generation = g.generation;
-        b.st.gang_generation = Some(generation as i32);
+        b.st.gang_generation = Some(demand::status_count(generation));
     }
 
     if spec.run_policy.suspend {
@@ -232,20 +209,20 @@ pub fn plan(inputs: &Inputs<'_>) -> Plan {
             b.tear_down(g);
             if g.generation == generation {
                 // Those task ids are spent; a resume launches fresh ones.
-                b.st.gang_generation = Some(generation as i32 + 1);
+                b.st.gang_generation = Some(demand::status_count(generation + 1));
             }
         }
         b.actions.push(Action::Dequeue);
         b.st.phase = Some(Phase::Suspended);
         b.st.start_time = None;
         b.st.message = Some("suspended: runPolicy.suspend is true; its resources are released".to_owned());
-        b.clear(C::Running, "Suspended", "the job was suspended");
-        b.clear(C::Unschedulable, "Suspended", "the job was suspended");
-        b.cond(C::Suspended, true, "Suspended", "runPolicy.suspend is true");
+        b.clear(C::Running, R::Suspended, "the job was suspended");
+        b.clear(C::Unschedulable, R::Suspended, "the job was suspended");
+        b.cond(C::Suspended, true, R::Suspended, "runPolicy.suspend is true");
         return b.done();
     }
     if b.st.is_true(C::Suspended) {
-        b.cond(C::Suspended, false, "Resumed", "runPolicy.suspend was set to false");
+        b.cond(C::Suspended, false, R::Resumed, "runPolicy.suspend was set to false");
         b.st.phase = Some(Phase::Pending);
     }
 
@@ -257,7 +234,7 @@ pub fn plan(inputs: &Inputs<'_>) -> Plan {
             }
             b.finish(
                 Phase::Failed,
-                "DeadlineExceeded",
+                R::DeadlineExceeded,
                 &format!("the job ran longer than runPolicy.activeDeadlineSeconds ({limit}s)"),
             );
             return b.done();
@@ -296,16 +273,16 @@ fn gang_step(b: &mut Builder<'_>, g: &GangBook, generation: u32) {
         Health::Planned => {
             b.st.phase = Some(Phase::Scheduling);
             b.st.message = Some(format!("placed: {}", g.placement.reason));
-            b.cond(C::Scheduled, true, "Placed", &g.placement.reason);
-            b.clear(C::Unschedulable, "Placed", &g.placement.reason);
+            b.cond(C::Scheduled, true, R::Placed, &g.placement.reason);
+            b.clear(C::Unschedulable, R::Placed, &g.placement.reason);
             b.actions.push(Action::Dequeue);
         }
         Health::Launching => {
             b.st.phase = Some(Phase::Launching);
             b.st.start_time.get_or_insert(time(b.now));
             b.st.message = Some(format!("launching {} tasks on {}", g.tasks.len(), nodes.join(", ")));
-            b.cond(C::Scheduled, true, "Placed", &g.placement.reason);
-            b.clear(C::Unschedulable, "Placed", &g.placement.reason);
+            b.cond(C::Scheduled, true, R::Placed, &g.placement.reason);
+            b.clear(C::Unschedulable, R::Placed, &g.placement.reason);
             b.requeue(b.inputs.launch_timeout);
         }
         Health::Running => {
@@ -313,7 +290,7 @@ fn gang_step(b: &mut Builder<'_>, g: &GangBook, generation: u32) {
             b.st.start_time.get_or_insert(time(b.now));
             let msg = format!("all {ranks} ranks run on {}", nodes.join(", "));
             b.st.message = Some(msg.clone());
-            b.cond(C::Running, true, "GangRunning", &msg);
+            b.cond(C::Running, true, R::GangRunning, &msg);
             // The cause of the last restart stays readable in the status
             // after the restarted gang runs (which node was lost, and why).
             let cause =
@@ -324,7 +301,7 @@ fn gang_step(b: &mut Builder<'_>, g: &GangBook, generation: u32) {
                 let restarts = b.st.restarts;
                 b.clear(
                     C::Restarting,
-                    "GangRunning",
+                    R::GangRunning,
                     &format!("{msg}; restart {restarts} was for {reason}: {message}"),
                 );
             }
@@ -338,7 +315,7 @@ fn gang_step(b: &mut Builder<'_>, g: &GangBook, generation: u32) {
             if let Some(l) = b.st.launcher.as_mut() {
                 l.exit_code.get_or_insert(0);
             }
-            b.finish(Phase::Succeeded, "LauncherSucceeded", "mpirun exited with code 0");
+            b.finish(Phase::Succeeded, R::LauncherSucceeded, "mpirun exited with code 0");
             if !(b.inputs.job.spec.run_policy.clean_policy == CleanPolicy::None) {
                 b.tear_down(g);
             }
@@ -357,7 +334,7 @@ fn gang_step(b: &mut Builder<'_>, g: &GangBook, generation: u32) {
                 if f.counts {
                     b.st.restarts += 1;
                 }
-                b.st.gang_generation = Some(generation as i32 + 1);
+                b.st.gang_generation = Some(demand::status_count(generation + 1));
                 b.st.phase = Some(Phase::Pending);
                 let msg = if f.counts {
                     format!("restarting the gang (restart {} of {limit}): {}", b.st.restarts, f.message)
@@ -389,21 +366,40 @@ fn wait_step(b: &mut Builder<'_>, generation: u32) {
     let Some(q) = b.inputs.queue else { return };
     let waited = b.now - q.since;
     let (reason, why) = match (&q.never_fits, &q.wait) {
-        (Some(never), _) => ("ExceedsCluster", never.clone()),
+        (Some(never), _) => (R::ExceedsCluster, never.clone()),
         (None, _) if waited < timeout => {
             b.requeue(timeout - waited);
             return;
         }
-        (None, Some(wait)) => ("GangDoesNotFit", format!("no fit within {timeout}s: {wait}")),
-        (None, None) => ("GangDoesNotFit", format!("no offer round placed it within {timeout}s")),
+        (None, Some(wait)) => (R::GangDoesNotFit, format!("no fit within {timeout}s: {wait}")),
+        (None, None) => (R::GangDoesNotFit, format!("no offer round placed it within {timeout}s")),
     };
     // Keep the first explanation while the kind of obstacle stays the same.
-    let same = b
-        .st
-        .condition(C::Unschedulable)
-        .is_some_and(|c| c.status == "True" && c.reason == reason && first_clause(&c.message) == first_clause(&why));
+    let same = b.st.condition(C::Unschedulable).is_some_and(|c| {
+        c.status == "True" && c.reason == reason.as_str() && first_clause(&c.message) == first_clause(&why)
+    });
     if !same {
         b.cond(C::Unschedulable, true, reason, &why);
+    }
+}
+
+/// Whether `status`, planned with `gang`, records it as the framework
+/// driver needs before it goes on. A placed gang (`Planned`) must stand in
+/// it as `Scheduling` with its generation and placement before any ACCEPT
+/// (a controller that dies after the ACCEPT finds the gang there and asks
+/// the master about it instead of launching it twice); a status that does
+/// not (the job was suspended meanwhile...) withdraws the ask: the gang is
+/// not launched. For a launched gang any status planned with it will do:
+/// with no update of its tasks applied yet, it says `Launching` (or what
+/// the job came to meanwhile), and the updates held for it may follow.
+pub fn records(status: &MpiJobStatus, gang: &GangBook) -> bool {
+    match gang.stage {
+        Stage::Planned => {
+            u32::try_from(status.gang_generation.unwrap_or(0)).ok() == Some(gang.generation)
+                && status.placement.is_some()
+                && status.phase == Some(Phase::Scheduling)
+        }
+        Stage::Launched => true,
     }
 }
 
@@ -437,8 +433,8 @@ impl Builder<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::{T0, UID, gang, set_tasks as set};
-    use crate::gang::Stage;
+    use crate::fixtures::{JobFixture as _, T0, UID, gang, set_tasks as set};
+    use crate::names::TaskRole;
     use mpiswarm_mesos::{TaskId, TaskStatus};
 
     fn job(extra: &str) -> MpiJob {
@@ -692,5 +688,41 @@ mod tests {
         });
         let c = row.settle().status.condition(C::Unschedulable).cloned().unwrap();
         assert_eq!((c.reason.as_str(), c.message.as_str()), ("ExceedsCluster", "needs 64 cpus; the cluster has 4"));
+    }
+
+    #[test]
+    fn a_status_answers_the_drivers_ask_only_when_it_records_the_gang_as_asked() {
+        let planned = gang(Stage::Planned, 1);
+        let mut launched = gang(Stage::Launched, 1);
+        set(&mut launched, |_| true, TaskState::Starting, None);
+        let with = |status: MpiJobStatus| job("").with_status(status);
+        // The status each gang brings a waiting job of generation 1 to.
+        let pending = MpiJobStatus { gang_generation: Some(1), ..MpiJobStatus::default() };
+        let scheduling = Row::new(with(pending.clone())).gang(&planned).settle().status;
+        let launching = Row::new(with(scheduling.clone())).gang(&launched).settle().status;
+        let suspended = Row::new(with(scheduling.clone()).run_policy("{suspend: true}")).gang(&planned).settle().status;
+        let launched_suspended =
+            Row::new(with(scheduling.clone()).run_policy("{suspend: true}")).gang(&launched).settle().status;
+        let older = MpiJobStatus { gang_generation: Some(0), ..scheduling.clone() };
+        // (name, status written, gang asked about, recorded)
+        let rows = [
+            ("Scheduling with the placed gang: ACCEPT may go", &scheduling, &planned, true),
+            ("still Pending: not yet", &pending, &planned, false),
+            ("Scheduling of an older generation", &older, &planned, false),
+            ("suspended meanwhile: never", &suspended, &planned, false),
+            ("Launching with the launched gang: its updates may be read", &launching, &launched, true),
+            (
+                "a launched gang of a job suspended meanwhile: its updates may follow",
+                &launched_suspended,
+                &launched,
+                true,
+            ),
+        ];
+        for (name, status, g, want) in rows {
+            assert_eq!(records(status, g), want, "{name}: {:?}", status.phase);
+        }
+        assert_eq!(scheduling.phase, Some(Phase::Scheduling));
+        assert_eq!(launching.phase, Some(Phase::Launching));
+        assert_eq!(suspended.phase, Some(Phase::Suspended));
     }
 }

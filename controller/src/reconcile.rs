@@ -2,8 +2,18 @@
 //! the status write (server-side apply, only when it changed), the Events
 //! of each transition, and carrying out the plan's actions through the books
 //! and the framework driver. The decisions themselves are all in `plan`.
+//!
+//! The only writer of MpiJob status: the framework driver never writes it.
+//! It books a placed gang with an ask and wakes the job; the reconcile that
+//! follows writes the status and answers the ask
+//! ([`crate::books::Books::answer`]); a launched gang's task updates wait in
+//! the books until the reconcile has written the status it plans with that
+//! gang (`Launching`), then apply. kube-runtime's Controller never runs
+//! two reconciles of one object at once, so no lock keeps writers apart. A
+//! reconcile whose cached object is older than its own last status write
+//! waits for the cache ([`crate::expectations`]) instead of acting on it.
+//! Failed reconciles are retried with a per-job backoff ([`crate::retries`]).
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,13 +29,19 @@ use tracing::Instrument;
 use crate::books::{LaunchInputs, QueueEntry};
 use crate::context::{Command, Context, FIELD_MANAGER, now};
 use crate::error::Error;
+use crate::gang::Stage;
 use crate::launch::JobIdentity;
 use crate::plan::{Action, Inputs, plan};
 use crate::{demand, events, keys, restore};
 
+/// How soon a reconcile that found its cached object older than its own last
+/// status write looks again (the watch event of that write wakes it sooner).
+const STALE_CACHE_RETRY: Duration = Duration::from_secs(1);
+
 /// The entry point `kube::runtime::Controller` calls.
 pub async fn reconcile(job: Arc<MpiJob>, ctx: Arc<Context>) -> Result<Requeue, Error> {
     let started = Instant::now();
+    let key = ObjectRef::from_obj(job.as_ref());
     let span =
         tracing::info_span!("reconcile", job = %format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any()));
     let ns = job.namespace().ok_or(Error::MissingNamespace)?;
@@ -44,37 +60,35 @@ pub async fn reconcile(job: Arc<MpiJob>, ctx: Arc<Context>) -> Result<Requeue, E
         other => Error::Finalizer(other.to_string()),
     });
     ctx.metrics.reconcile_seconds.observe(started.elapsed().as_secs_f64());
+    if result.is_ok() {
+        ctx.retries.succeeded(&key);
+    }
     result
 }
 
-/// What the Controller does after an error: count it by type, retry soon.
-pub fn error_policy(_job: Arc<MpiJob>, error: &Error, ctx: Arc<Context>) -> Requeue {
+/// What the Controller does after an error: count it by type, retry after
+/// the job's backoff (1 s doubling to 5 min, reset by a success).
+pub fn error_policy(job: Arc<MpiJob>, error: &Error, ctx: Arc<Context>) -> Requeue {
     ctx.metrics.reconcile_error(error.metric_label());
-    tracing::warn!(%error, "reconcile failed; retrying");
-    Requeue::requeue(Duration::from_secs(2))
+    let delay = ctx.retries.failed(&ObjectRef::from_obj(job.as_ref()));
+    tracing::warn!(%error, retry_in_seconds = delay.as_secs(), "reconcile failed; retrying");
+    Requeue::requeue(delay)
 }
 
-/// Brings one live job's status and books in line with what is known.
-/// Also called by the driver right after it placed a gang, before ACCEPT.
-pub async fn apply(job: &Arc<MpiJob>, ctx: &Context) -> Result<Requeue, Error> {
+/// Brings one live job's status and books in line with what is known, and
+/// answers the driver's ask about its gang once the status records it.
+async fn apply(job: &Arc<MpiJob>, ctx: &Context) -> Result<Requeue, Error> {
     let uid = job.uid().ok_or(Error::MissingUid)?;
-    let _held = ctx.lock_job(&uid).await;
+    if ctx.expectations.is_stale(&uid, job.metadata.resource_version.as_deref()) {
+        tracing::debug!(uid = %uid, "the cache has not caught up with our last status write; waiting for it");
+        return Ok(Requeue::requeue(STALE_CACHE_RETRY));
+    }
     let key = ObjectRef::from_obj(job.as_ref());
     let now = now();
 
-    // The status this controller wrote last is newer than a cached object's
-    // until the watch brings it.
-    let current: Cow<'_, MpiJob> = match ctx.written_status(&uid, job.status.as_ref()) {
-        Some(written) => {
-            let mut newer = MpiJob::clone(job);
-            newer.status = Some(written);
-            Cow::Owned(newer)
-        }
-        None => Cow::Borrowed(job.as_ref()),
-    };
     // After a restart the books do not know the gang yet: rebuild it from the status.
     if ctx.books.gang(&uid).is_none()
-        && let Some(gang) = restore::gang_from_status(&current, &uid, now)
+        && let Some(gang) = restore::gang_from_status(job, &uid, now)
     {
         let tasks: Vec<_> = gang.tasks.iter().map(|(id, t)| (id.clone(), t.agent_id.clone())).collect();
         if ctx.books.seed_gang(&uid, &key, gang) {
@@ -82,18 +96,18 @@ pub async fn apply(job: &Arc<MpiJob>, ctx: &Context) -> Result<Requeue, Error> {
             ctx.send(Command::Reconcile(tasks));
         }
     }
-    let old = current.status.clone().unwrap_or_default();
+    let old = job.status.clone().unwrap_or_default();
     // Never reconciled before: its SSH key Secret cannot exist yet.
     let fresh = old.condition(mpiswarm_crds::ConditionType::Created).is_none();
     let invalid = match (job.spec.validate(), demand::job_demand(&job.spec)) {
         (Err(e), _) => Some(e.to_string()),
-        (Ok(()), Err(e)) => Some(e),
+        (Ok(()), Err(e)) => Some(e.to_string()),
         _ => None,
     };
     let gang = ctx.books.gang(&uid);
     let queue = ctx.books.queue_view(&uid);
     let planned = plan(&Inputs {
-        job: &current,
+        job,
         gang: gang.as_ref(),
         queue: queue.as_ref(),
         now,
@@ -110,9 +124,21 @@ pub async fn apply(job: &Arc<MpiJob>, ctx: &Context) -> Result<Requeue, Error> {
     );
     if planned.status != old {
         let t = std::time::Instant::now();
-        write_status(ctx, job, &planned.status).await?;
+        let written = write_status(ctx, job, &planned.status).await?;
         tracing::debug!(ms = t.elapsed().as_millis() as u64, "status written");
-        ctx.remember_status(&uid, planned.status.clone());
+        let gang_generation = u32::try_from(planned.status.gang_generation.unwrap_or(0)).unwrap_or(0);
+        ctx.expectations.wrote(&uid, written.metadata.resource_version, gang_generation);
+    }
+    // The status now stored records the placed gang (or never will): the
+    // driver may ACCEPT it. Or it was planned with the launched gang: the
+    // updates held for it apply now, and the job is reconciled again for them.
+    if let Some(g) = &gang
+        && ctx.books.answer(&uid, g.generation, g.stage, crate::plan::records(&planned.status, g))
+    {
+        ctx.task_changed.notify_waiters();
+        ctx.wake(key.clone());
+    }
+    if planned.status != old {
         observe_transition(ctx, job, &old, &planned.status, now);
         for event in events::transitions(&old, &planned.status) {
             // An Event that cannot be written must not undo a status that was.
@@ -202,8 +228,20 @@ pub fn queue_entry(
 /// then let the finalizer go. The Secret goes with the job (owner reference).
 async fn cleanup(job: &MpiJob, ctx: &Context) -> Result<Requeue, Error> {
     let uid = job.uid().ok_or(Error::MissingUid)?;
-    let _held = ctx.lock_job(&uid).await;
     ctx.books.dequeue(&uid);
+    // A gang placed but not launched has no task to wait for: it is
+    // withdrawn (its ask answered never), so the driver does not ACCEPT it.
+    // A launched one's held updates apply now: no status is to come first.
+    if let Some(g) = ctx.books.gang(&uid) {
+        match g.stage {
+            Stage::Planned => {
+                let _withdrawn = ctx.books.forget_planned(&uid, g.generation);
+            }
+            Stage::Launched => {
+                let _applied = ctx.books.answer(&uid, g.generation, Stage::Launched, false);
+            }
+        }
+    }
     if ctx.books.gang(&uid).is_none()
         && let Some(gang) = restore::gang_from_status(job, &uid, now())
     {
@@ -230,15 +268,15 @@ async fn cleanup(job: &MpiJob, ctx: &Context) -> Result<Requeue, Error> {
     Ok(Requeue::await_change())
 }
 
-async fn write_status(ctx: &Context, job: &MpiJob, status: &MpiJobStatus) -> Result<(), Error> {
+/// The one status write of the controller; returns the object as stored.
+async fn write_status(ctx: &Context, job: &MpiJob, status: &MpiJobStatus) -> Result<MpiJob, Error> {
     let api: Api<MpiJob> = Api::namespaced(ctx.client.clone(), &job.namespace().ok_or(Error::MissingNamespace)?);
     let patch = json!({
         "apiVersion": mpiswarm_crds::API_VERSION,
         "kind": "MpiJob",
         "status": status,
     });
-    api.patch_status(&job.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch)).await?;
-    Ok(())
+    Ok(api.patch_status(&job.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch)).await?)
 }
 
 fn observe_transition(ctx: &Context, job: &MpiJob, old: &MpiJobStatus, new: &MpiJobStatus, now: i64) {

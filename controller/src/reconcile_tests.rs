@@ -3,15 +3,17 @@
 //! `reconcile` against an [`ApiServerVerifier`], and checks the requests in
 //! order (finalizer patches, the server-side-applied status, Events, the SSH
 //! key Secret, the TTL delete), the commands sent to the framework driver,
-//! the outcome and what the books know afterwards.
+//! the outcome, what the books know afterwards, and the answer the driver
+//! gets to its ask for a status write (the reconciler is the only writer).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use mpiswarm_crds::{ConditionType as C, MpiJob, MpiJobStatus, Phase};
 use mpiswarm_mesos::TaskState;
+use tokio::sync::oneshot::error::TryRecvError;
 
-use crate::books::TaskRef;
+use crate::books::{Answer, TaskRef};
 use crate::context::{Command, Context, Settings};
 use crate::fixtures::{Expect, Harness, JobFixture as _, OnKill, T0, UID, gang, set_tasks};
 use crate::gang::{GangBook, Stage};
@@ -24,7 +26,15 @@ enum Known {
     /// Waiting for resources with gang generation 0.
     Queued,
     Gang(GangBook),
+    /// Placed by the driver (queued, then booked with its ask for the status write).
+    Placed(GangBook),
+    /// Placed, its status written, its ACCEPTs sent, and the updates of its
+    /// tasks, all RUNNING at once, read by the driver (held in the books).
+    Launched(GangBook),
 }
+
+/// What the driver hears back about its ask: `Ok(())` yes, `Closed` never, `Empty` not yet.
+type Heard = Result<(), TryRecvError>;
 
 struct Row {
     name: &'static str,
@@ -38,6 +48,13 @@ struct Row {
     outcome: Result<(), &'static str>,
     queued_after: bool,
     gang_after: bool,
+    /// The driver's ask (rows with `Known::Placed`) and what it hears.
+    answer: Option<Heard>,
+    /// The state of every task of the gang in the books afterwards, if any.
+    tasks_after: Option<TaskState>,
+    /// The resourceVersion of the cached job, and the one the reconciler's
+    /// own last status write returned (the cache lags behind it).
+    versions: Option<(&'static str, &'static str)>,
 }
 
 impl Row {
@@ -53,7 +70,14 @@ impl Row {
             outcome: Ok(()),
             queued_after: false,
             gang_after: false,
+            answer: None,
+            versions: None,
+            tasks_after: None,
         }
+    }
+    fn answer(mut self, heard: Heard) -> Self {
+        self.answer = Some(heard);
+        self
     }
     fn known(mut self, known: Known) -> Self {
         self.known = known;
@@ -78,32 +102,72 @@ impl Row {
 
     async fn run(self) {
         let name = self.name;
-        let job = self.job.clone();
+        let mut job = self.job.clone();
         let harness = Harness::with_settings(&job, self.requests, self.on_kill, self.settings);
         let ctx = harness.ctx.clone();
-        seed(&ctx, &job, self.known);
+        if let Some((cached, written)) = self.versions {
+            job.metadata.resource_version = Some(cached.to_owned());
+            ctx.expectations.wrote(UID, Some(written.to_owned()), 0);
+        }
+        let mut asked = seed(&ctx, &job, self.known);
         let outcome = crate::reconcile::reconcile(Arc::new(job), ctx.clone()).await;
         let (queued, known_gang) = (ctx.books.queue_view(UID).is_some(), ctx.books.gang(UID).is_some());
+        let tasks_after: Option<Vec<_>> = ctx.books.gang(UID).map(|g| g.tasks.values().map(|t| t.state).collect());
+        // (Heard before the Context goes: the books drop every ask with it.)
+        let heard = asked.as_mut().map(|a| a.try_recv());
         drop(ctx);
         let commands = harness.finish().await;
         assert_eq!(outcome.as_ref().map(|_| ()).map_err(|e| e.metric_label()), self.outcome, "{name}: {outcome:?}");
         assert_eq!(commands, self.commands, "{name}: commands to the framework driver");
         assert_eq!((queued, known_gang), (self.queued_after, self.gang_after), "{name}: (queued, gang) afterwards");
+        assert_eq!(heard, self.answer, "{name}: the driver's ask, answered");
+        if let Some(state) = self.tasks_after {
+            let tasks = tasks_after.unwrap_or_default();
+            assert!(
+                !tasks.is_empty() && tasks.iter().all(|s| *s == Some(state)),
+                "{name}: tasks afterwards: {tasks:?}"
+            );
+        }
     }
 }
 
-fn seed(ctx: &Context, job: &MpiJob, known: Known) {
+/// Sets up the books; returns the driver's pending ask, if the row has one.
+fn seed(ctx: &Context, job: &MpiJob, known: Known) -> Option<Answer> {
     let key = kube::runtime::reflector::ObjectRef::from_obj(job);
+    let queue = || {
+        let entry =
+            crate::reconcile::queue_entry(&Arc::new(job.clone()), UID, 0, b"key".to_vec(), crate::context::now())
+                .unwrap()
+                .unwrap();
+        assert!(ctx.books.enqueue(UID, &key, entry));
+    };
     match known {
-        Known::Nothing => {}
+        Known::Nothing => None,
         Known::Queued => {
-            let entry =
-                crate::reconcile::queue_entry(&Arc::new(job.clone()), UID, 0, b"key".to_vec(), crate::context::now())
-                    .unwrap()
-                    .unwrap();
-            assert!(ctx.books.enqueue(UID, &key, entry));
+            queue();
+            None
         }
-        Known::Gang(g) => assert!(ctx.books.seed_gang(UID, &key, g)),
+        Known::Gang(g) => {
+            assert!(ctx.books.seed_gang(UID, &key, g));
+            None
+        }
+        Known::Placed(g) => {
+            queue();
+            ctx.books.plan_gang(UID, g).map(|(_, answer)| answer)
+        }
+        Known::Launched(g) => {
+            queue();
+            let (generation, now) = (g.generation, crate::context::now());
+            let tasks: Vec<String> = g.tasks.keys().cloned().collect();
+            ctx.books.plan_gang(UID, g).unwrap();
+            ctx.books.answer(UID, generation, Stage::Planned, true);
+            ctx.books.mark_launched(UID, generation, now).unwrap();
+            for task in tasks {
+                let running = mpiswarm_mesos::TaskStatus::new(mpiswarm_mesos::TaskId::new(task), TaskState::Running);
+                assert_eq!(ctx.books.record(&running, now), None, "held until Launching is written");
+            }
+            None
+        }
     }
 }
 
@@ -153,6 +217,8 @@ fn table() -> Vec<Row> {
     set_tasks(&mut all_done, |_| true, TaskState::Killed, None);
     let is_worker = |r| matches!(r, TaskRole::Worker(_));
     let accepted = status_through(&fresh, &[]);
+    let scheduling = status_through(&fresh, &[&planned]);
+    let suspended = fresh.clone().run_policy("{suspend: true}");
     let running_status = status_through(&fresh, &[&planned, &launching, &running]);
     let ttl = fresh.clone().run_policy("{ttlSecondsAfterFinished: 60}");
     let finished_at_t0 = status_through(&ttl, &[&planned, &launching, &running, &all_done]);
@@ -185,6 +251,64 @@ fn table() -> Vec<Row> {
             .known(Known::Gang(planned.clone()))
             .requests(vec![status(Phase::Scheduling, &[CREATED, SCHEDULED]), event("Normal", "Scheduled")])
             .gang_after(),
+        Row::new(
+            "a gang the driver placed: Scheduling is written and told, then the driver hears it may ACCEPT",
+            fresh.clone().with_status(accepted.clone()),
+        )
+        .known(Known::Placed(planned.clone()))
+        .requests(vec![status(Phase::Scheduling, &[CREATED, SCHEDULED]), event("Normal", "Scheduled")])
+        .gang_after()
+        .answer(Ok(())),
+        Row {
+            tasks_after: Some(TaskState::Running),
+            ..Row::new(
+                "a launched gang whose tasks all run already: Launching is written and told first, then their updates apply",
+                fresh.clone().with_status(scheduling.clone()),
+            )
+            .known(Known::Launched(planned.clone()))
+            .requests(vec![status(Phase::Launching, &[CREATED, SCHEDULED]), event("Normal", "Launching")])
+            .gang_after()
+        },
+        Row::new(
+            "a placed gang of a job suspended meanwhile is withdrawn: the driver hears never",
+            suspended.clone().with_status(accepted.clone()),
+        )
+        .known(Known::Placed(planned.clone()))
+        .requests(vec![
+            status(Phase::Suspended, &[CREATED, (C::Suspended, "True", "Suspended")]),
+            event("Normal", "Suspended"),
+        ])
+        .commands(vec![kill(&planned, |_| true)])
+        .gang_after()
+        .answer(Err(TryRecvError::Closed)),
+        Row {
+            versions: Some(("4", "5")),
+            ..Row::new(
+                "a cached job older than the reconciler's own last write: no request, the driver waits",
+                fresh.clone().with_status(accepted.clone()),
+            )
+            .known(Known::Placed(planned.clone()))
+            .gang_after()
+            .answer(Err(TryRecvError::Empty))
+        },
+        Row {
+            versions: Some(("5", "5")),
+            ..Row::new(
+                "once the cache has caught up with that write, the reconcile acts",
+                fresh.clone().with_status(accepted.clone()),
+            )
+            .known(Known::Placed(planned.clone()))
+            .requests(vec![status(Phase::Scheduling, &[CREATED, SCHEDULED]), event("Normal", "Scheduled")])
+            .gang_after()
+            .answer(Ok(()))
+        },
+        Row::new(
+            "a deleted job whose gang was placed, not launched: withdrawn, and the finalizer goes",
+            fresh.clone().with_status(accepted.clone()).deleting(),
+        )
+        .known(Known::Placed(planned.clone()))
+        .requests(vec![Expect::RemoveFinalizer])
+        .answer(Err(TryRecvError::Closed)),
         Row::new("a running job reconciled again makes no request", fresh.clone().with_status(running_status.clone()))
             .known(Known::Gang(running.clone()))
             .gang_after(),

@@ -4,7 +4,6 @@
 //! became of each task. Pure.
 
 use mpiswarm_crds::{MpiJob, Phase};
-use mpiswarm_policy::{LauncherAssignment, NodeAssignment, Placement, decide};
 
 use crate::demand;
 use crate::gang::{GangBook, Stage};
@@ -19,27 +18,7 @@ pub fn gang_from_status(job: &MpiJob, uid: &str, now: i64) -> Option<GangBook> {
     let generation = u32::try_from(st.gang_generation.unwrap_or(0)).ok()?;
     let placed = st.placement.as_ref()?;
     let d = demand::job_demand(&job.spec).ok()?;
-    let first = placed.nodes.first()?;
-    let placement = Placement {
-        policy_applied: decide(d.policy, d.profile).policy(),
-        rule: decide(d.policy, d.profile),
-        reason: placed.reason.clone(),
-        nodes: placed
-            .nodes
-            .iter()
-            .map(|n| NodeAssignment {
-                agent_id: n.agent_id.clone(),
-                hostname: n.node.clone(),
-                ranks: n.ranks.max(0) as u32,
-                resources: d.per_rank.times(n.ranks.max(0) as u32),
-            })
-            .collect(),
-        launcher: LauncherAssignment {
-            agent_id: first.agent_id.clone(),
-            hostname: first.node.clone(),
-            resources: d.launcher,
-        },
-    };
+    let placement = demand::placement_from_status(placed, &d).ok().flatten()?;
     let role = job.spec.role.clone();
     let mut gang = GangBook::new(uid, generation, &role, placement, Stage::Launched);
     gang.launched_at = Some(now);

@@ -6,16 +6,20 @@
 mod hostfile;
 mod manifest;
 pub mod quantity;
+mod reason;
 mod spec;
 mod status;
 mod validate;
 
 pub use manifest::{ManifestError, parse_manifest};
+pub use reason::ConditionReason;
 pub use spec::{
     CleanPolicy, DockerVolumeSource, EnvVar, HostPathSource, Implementation, MEMORY_PATTERN, MpiJob, MpiJobSpec,
     MpiSpec, PlacementPolicy, PlacementSpec, Profile, ROLE_PATTERN, RankResources, RunPolicy, TmpfsSource, Volume,
 };
-pub use status::{ConditionType, LauncherStatus, MpiJobStatus, NodePlacement, Phase, PlacementStatus, WorkersStatus};
+pub use status::{
+    AppliedPolicy, ConditionType, LauncherStatus, MpiJobStatus, NodePlacement, Phase, PlacementStatus, WorkersStatus,
+};
 pub use validate::{FieldError, ValidationErrors, is_image_reference};
 
 use kube::CustomResourceExt;

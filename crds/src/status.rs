@@ -7,6 +7,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::reason::ConditionReason;
+
 /// Lifecycle phase, one word for `kubectl get`.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Phase {
@@ -134,12 +136,39 @@ pub struct MpiJobStatus {
     pub message: Option<String>,
 }
 
+/// The policy the engine actually applied to a gang (`auto` is resolved
+/// to one of these). kubectl's `Policy` column shows it.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum AppliedPolicy {
+    /// Fewest nodes.
+    Pack,
+    /// Most nodes, ranks balanced.
+    Spread,
+}
+
+impl AppliedPolicy {
+    /// The policy as the status spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AppliedPolicy::Pack => "pack",
+            AppliedPolicy::Spread => "spread",
+        }
+    }
+}
+
+impl std::fmt::Display for AppliedPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Where the ranks went.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct PlacementStatus {
     /// `pack` or `spread`: the policy actually applied.
-    pub policy: String,
+    pub policy: AppliedPolicy,
     /// Why that policy was chosen, e.g. "auto: profile network packs ranks".
     pub reason: String,
     /// Number of nodes used (the `Nodes` printer column).
@@ -207,12 +236,13 @@ impl MpiJobStatus {
         &mut self,
         type_: ConditionType,
         status: bool,
-        reason: &str,
+        reason: ConditionReason,
         message: &str,
         observed_generation: Option<i64>,
         now: Time,
     ) -> bool {
         let status = if status { "True" } else { "False" };
+        let reason = reason.as_str();
         match self.conditions.iter_mut().find(|c| c.type_ == type_.as_str()) {
             Some(c) => {
                 let flipped = c.status != status;
@@ -256,10 +286,31 @@ mod tests {
     #[test]
     fn a_condition_keeps_its_transition_time_until_its_status_flips() {
         let mut s = MpiJobStatus::default();
-        assert!(s.set_condition(ConditionType::Running, true, "Started", "all ranks run", Some(1), at(10)));
-        assert!(!s.set_condition(ConditionType::Running, true, "Started", "all ranks run", Some(1), at(20)));
+        assert!(s.set_condition(
+            ConditionType::Running,
+            true,
+            ConditionReason::GangRunning,
+            "all ranks run",
+            Some(1),
+            at(10)
+        ));
+        assert!(!s.set_condition(
+            ConditionType::Running,
+            true,
+            ConditionReason::GangRunning,
+            "all ranks run",
+            Some(1),
+            at(20)
+        ));
         assert_eq!(s.condition(ConditionType::Running).map(|c| &c.last_transition_time), Some(&at(10)));
-        assert!(s.set_condition(ConditionType::Running, false, "Finished", "launcher exited", Some(1), at(30)));
+        assert!(s.set_condition(
+            ConditionType::Running,
+            false,
+            ConditionReason::LauncherSucceeded,
+            "launcher exited",
+            Some(1),
+            at(30)
+        ));
         assert_eq!(s.condition(ConditionType::Running).map(|c| &c.last_transition_time), Some(&at(30)));
         assert!(!s.is_true(ConditionType::Running));
     }
@@ -267,8 +318,22 @@ mod tests {
     #[test]
     fn a_changed_message_is_a_change_but_not_a_transition() {
         let mut s = MpiJobStatus::default();
-        s.set_condition(ConditionType::Unschedulable, true, "GangDoesNotFit", "needs 16 cpus", None, at(1));
-        assert!(s.set_condition(ConditionType::Unschedulable, true, "GangDoesNotFit", "needs 8 cpus", None, at(2)));
+        s.set_condition(
+            ConditionType::Unschedulable,
+            true,
+            ConditionReason::GangDoesNotFit,
+            "needs 16 cpus",
+            None,
+            at(1),
+        );
+        assert!(s.set_condition(
+            ConditionType::Unschedulable,
+            true,
+            ConditionReason::GangDoesNotFit,
+            "needs 8 cpus",
+            None,
+            at(2)
+        ));
         let c = s.condition(ConditionType::Unschedulable).expect("condition present");
         assert_eq!(c.last_transition_time, at(1));
         assert_eq!(c.message, "needs 8 cpus");

@@ -21,7 +21,7 @@ pub const COMMAND_DEADLINE: Duration = Duration::from_secs(120);
 /// `up` stopping on SIGTERM (its components stop within 10 s each).
 const STOP_DEADLINE: Duration = Duration::from_secs(40);
 
-/// The label `up --nodes` puts on its node containers (cli/src/nodes.rs).
+/// The label `up --nodes` puts on its node containers (stack/src/nodes.rs).
 const DATA_DIR_LABEL: &str = "mpiswarm.io/data-dir";
 
 /// One swarm node: its container on this machine's engine and its hostname in the swarm.

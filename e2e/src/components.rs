@@ -1,4 +1,4 @@
-//! The components of an `up --split` cluster (cli/src/split.rs): each runs
+//! The components of an `up --split` cluster (stack/src/split.rs): each runs
 //! as its own process, listed in DATA/stack.json with its pid and command
 //! line; a test signals one alone (`kill -9`, or SIGSTOP for a component
 //! that is there but never answers) and sees `up` start it again (a new pid,

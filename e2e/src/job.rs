@@ -12,7 +12,7 @@ use crate::cluster::Cluster;
 use crate::swarm::{Task, worker_ranks};
 use crate::wait;
 
-/// The rank program of the suite: the pi of images/pi.c, a few seconds of
+/// The rank program of the suite: the pi of stack/images/pi.c, a few seconds of
 /// darts on ranks of 0.45 cpu.
 pub const PI: &str = "/usr/local/bin/pi";
 

@@ -44,7 +44,7 @@ pub use job::{Job, Status, Watched};
 pub use leftovers::assert_nothing_left;
 pub use swarm::{Swarm, Task};
 
-/// The workspace root (examples/, images/ are relative to it).
+/// The workspace root (examples/, stack/images/ are relative to it).
 pub fn repo() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }

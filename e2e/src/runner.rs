@@ -7,8 +7,9 @@
 //! prints each case's time and the suite's wall time, and exits 1 if any
 //! case failed.
 //!
-//! Arguments (after `cargo test -p mpiswarm-e2e --test NAME --`): words
-//! select the cases whose names contain one of them; `--list` lists them.
+//! Arguments (after `cargo test -p mpiswarm-e2e --features
+//! mpiswarm-testkit/engine --test NAME --`): words select the cases whose
+//! names contain one of them; `--list` lists them.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;

@@ -27,7 +27,7 @@
 //! The kill moments come from one seed, printed at the start; set
 //! `MPISWARM_FAULTS_SEED` to replay a run. Needs the images of `make images`.
 //!
-//!   cargo test -p mpiswarm-e2e --test faults [-- WORD...]
+//!   cargo test -p mpiswarm-e2e --features mpiswarm-testkit/engine --test faults [-- WORD...]
 
 use std::collections::BTreeSet;
 use std::hash::{BuildHasher, Hasher};

@@ -10,7 +10,7 @@
 //! binary (`images build --mpiswarm`, cached), which `up` loads into every
 //! node. Needs the images of `make images` (rank and node).
 //!
-//!   cargo test -p mpiswarm-e2e --test stack
+//!   cargo test -p mpiswarm-e2e --features mpiswarm-testkit/engine --test stack
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -8,7 +8,12 @@
 //! [`crate::redirect`] allows (same scheme, a configured master); 503
 //! (recovering, no leader) and connection failures are retried with
 //! exponential backoff. Nothing here holds a lock across an await.
+//!
+//! [`args`]: the command-line flags that say which master to talk to.
 
+pub mod args;
+
+use crate::master_error::MasterError;
 use crate::recordio::{RecordIoCodec, RecordIoError};
 use crate::redirect::{Masters, RedirectRefusal};
 use crate::{agent_api, scheduler};
@@ -45,6 +50,8 @@ pub enum ClientError {
     StreamEnded { expected: &'static str },
     #[error("the first event was {got}, expected {expected}")]
     UnexpectedFirstEvent { got: String, expected: &'static str },
+    #[error("{url} refused the subscription with an ERROR event: {error}")]
+    Refused { url: String, error: MasterError },
     #[error("not subscribed: call subscribe() first")]
     NotSubscribed,
 }
@@ -222,14 +229,22 @@ where
     }
 }
 
-/// POSTs a SUBSCRIBE `call`, reads the first event, which `subscribed`
-/// must turn into the SUBSCRIBED payload, and remembers the stream id for
-/// later calls.
+/// What the first event of a subscription turned out to be.
+enum FirstEvent<S> {
+    Subscribed(S),
+    /// An ERROR event with this message.
+    Error(String),
+    Other,
+}
+
+/// POSTs a SUBSCRIBE `call`, reads the first event, which `first_event`
+/// tells apart (SUBSCRIBED and its payload, or ERROR and its message), and
+/// remembers the stream id for later calls.
 async fn open_subscription<C, E, S>(
     endpoint: &Endpoint,
     stream_id_slot: &Mutex<Option<String>>,
     call: &C,
-    subscribed: impl FnOnce(&mut E) -> Option<S>,
+    first_event: impl FnOnce(&mut E) -> FirstEvent<S>,
 ) -> Result<Subscription<S, E>, ClientError>
 where
     C: Serialize,
@@ -239,9 +254,15 @@ where
     let stream_id = stream_id_of(&resp, &endpoint.url())?;
     let mut events = decode_events::<E>(resp);
     let mut first = events.next().await.ok_or(ClientError::StreamEnded { expected: "SUBSCRIBED" })??;
-    let Some(subscribed) = subscribed(&mut first) else {
-        let got = serde_json::to_string(&first).unwrap_or_default();
-        return Err(ClientError::UnexpectedFirstEvent { got, expected: "SUBSCRIBED" });
+    let subscribed = match first_event(&mut first) {
+        FirstEvent::Subscribed(s) => s,
+        FirstEvent::Error(message) => {
+            return Err(ClientError::Refused { url: endpoint.url(), error: MasterError::parse(&message) });
+        }
+        FirstEvent::Other => {
+            let got = serde_json::to_string(&first).unwrap_or_default();
+            return Err(ClientError::UnexpectedFirstEvent { got, expected: "SUBSCRIBED" });
+        }
     };
     if let Ok(mut slot) = stream_id_slot.lock() {
         *slot = Some(stream_id.clone());
@@ -286,7 +307,7 @@ impl SchedulerClient {
     }
 
     /// SUBSCRIBEs once (set `framework_info.id` to re-subscribe) and waits
-    /// for SUBSCRIBED. An ERROR first event becomes [`ClientError::UnexpectedFirstEvent`].
+    /// for SUBSCRIBED. An ERROR first event becomes [`ClientError::Refused`].
     pub async fn subscribe(
         &self,
         framework_info: crate::FrameworkInfo,
@@ -295,8 +316,12 @@ impl SchedulerClient {
             &self.endpoint,
             &self.stream_id,
             &scheduler::Call::subscribe(framework_info),
-            |e: &mut scheduler::Event| {
-                if e.kind == scheduler::EventType::Subscribed { e.subscribed.take() } else { None }
+            |e: &mut scheduler::Event| match e.kind {
+                scheduler::EventType::Subscribed => {
+                    e.subscribed.take().map_or(FirstEvent::Other, FirstEvent::Subscribed)
+                }
+                scheduler::EventType::Error => FirstEvent::Error(e.error.take().map(|e| e.message).unwrap_or_default()),
+                _ => FirstEvent::Other,
             },
         )
         .await
@@ -354,8 +379,12 @@ impl AgentClient {
             &self.endpoint,
             &self.stream_id,
             &agent_api::Call::subscribe(agent_info, tasks),
-            |e: &mut agent_api::Event| {
-                if e.kind == agent_api::EventType::Subscribed { e.subscribed.take() } else { None }
+            |e: &mut agent_api::Event| match e.kind {
+                agent_api::EventType::Subscribed => {
+                    e.subscribed.take().map_or(FirstEvent::Other, FirstEvent::Subscribed)
+                }
+                agent_api::EventType::Error => FirstEvent::Error(e.error.take().map(|e| e.message).unwrap_or_default()),
+                _ => FirstEvent::Other,
             },
         )
         .await

@@ -6,6 +6,7 @@
 //!   [`task`], [`status`], [`offer`]).
 //! - [`agent_api`]: the mpiswarm agent API spoken between node agents and
 //!   the offer layer (documented in `offers/README.md`).
+//! - [`master_error`]: what a master's ERROR message means (Mesos' own words).
 //! - [`recordio`]: the RecordIO framing of event streams.
 //! - [`roles`]: which strings are Mesos roles (`roles::validate`).
 //! - [`client`]: async clients of the scheduler API (frameworks) and the
@@ -29,6 +30,7 @@ pub mod credential;
 
 pub mod framework;
 pub mod ids;
+pub mod master_error;
 pub mod offer;
 pub mod quantities;
 
@@ -44,6 +46,7 @@ pub mod tls;
 pub use base64_bytes::Bytes;
 pub use framework::{Address, Filters, FrameworkInfo, MasterInfo, Url};
 pub use ids::{AgentId, ExecutorId, FrameworkId, OfferId, TaskId};
+pub use master_error::MasterError;
 pub use offer::{Offer, Operation, OperationType};
 pub use resources::{Attribute, Label, Labels, Resource, ValueType};
 pub use roles::{RoleError, validate_role};

@@ -6,6 +6,7 @@
 use crate::base64_bytes::Bytes;
 use crate::framework::{Filters, FrameworkInfo, MasterInfo};
 use crate::ids::{AgentId, ExecutorId, FrameworkId, OfferId, TaskId};
+use crate::master_error::MasterError;
 use crate::offer::{Offer, Operation};
 use crate::resources::Resource;
 use crate::status::TaskStatus;
@@ -331,6 +332,13 @@ pub struct Failure {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Error {
     pub message: String,
+}
+
+impl Error {
+    /// What the message means (see [`MasterError`]).
+    pub fn kind(&self) -> MasterError {
+        MasterError::parse(&self.message)
+    }
 }
 
 /// `Event`: `{"type":"OFFERS","offers":{"offers":[...]}}`.

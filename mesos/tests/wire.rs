@@ -2,7 +2,7 @@
 //! scheduler.proto's shape, not the erroneous prose docs).
 
 use mpiswarm_mesos::scheduler::{Call, CallType, Event, EventType};
-use mpiswarm_mesos::{Filters, Reason, TaskState};
+use mpiswarm_mesos::{Filters, MasterError, Reason, TaskState};
 
 #[test]
 fn offers_are_nested_under_offers_offers_with_roles_and_attributes() {
@@ -83,4 +83,21 @@ fn refuse_seconds_follow_mesos_defaults_and_caps() {
     assert_eq!(Filters::effective_refuse_seconds(Some(&Filters::refuse(0.0))), 0.0);
     assert_eq!(Filters::effective_refuse_seconds(Some(&Filters::refuse(1e12))), Filters::MAX_REFUSE_SECONDS);
     assert!(TaskState::Lost.is_terminal() && !TaskState::Unreachable.is_terminal());
+}
+
+#[test]
+fn a_real_masters_error_events_are_read_as_what_they_mean() {
+    // As a Mesos master writes them (src/master/master.cpp: validateFramework's
+    // refusal of a removed framework id, and the failover notice).
+    let removed: Event =
+        serde_json::from_str(r#"{"type":"ERROR","error":{"message":"Framework has been removed"}}"#).unwrap();
+    assert_eq!(removed.error.unwrap().kind(), MasterError::FrameworkRemoved);
+    let failed_over: Event =
+        serde_json::from_str(r#"{"type":"ERROR","error":{"message":"Framework failed over"}}"#).unwrap();
+    assert_eq!(failed_over.error.unwrap().kind(), MasterError::FrameworkFailedOver);
+    let other: Event = serde_json::from_str(
+        r#"{"type":"ERROR","error":{"message":"User 'root' is not allowed to run frameworks without --root_submissions set"}}"#,
+    )
+    .unwrap();
+    assert!(matches!(other.error.unwrap().kind(), MasterError::Other(m) if m.starts_with("User 'root'")));
 }

@@ -151,13 +151,22 @@ async fn resubscribing_with_the_framework_id_fails_over_the_old_stream() {
     let second = common::Framework::subscribe(&c.url(), info.clone()).await;
     assert_eq!(second.id(), first.id(), "the framework keeps its id");
     let error = first.expect(EventType::Error).await;
-    assert_eq!(error.error.unwrap().message, "Framework failed over");
+    let error = error.error.unwrap();
+    assert_eq!(error.message, "Framework failed over", "Mesos' own words");
+    assert_eq!(error.kind(), mpiswarm_mesos::MasterError::FrameworkFailedOver);
     assert!(first.events.next().await.is_none(), "the old stream is closed");
     // TEARDOWN, then a re-subscribe with the removed id gets ERROR.
     second.client.call(&Call::teardown(second.id())).await.unwrap();
     let client = mpiswarm_mesos::client::SchedulerClient::new(&c.url(), None);
     let err = client.subscribe(info).await.err().unwrap();
     assert!(err.to_string().contains("Framework has been removed"), "{err}");
+    assert!(
+        matches!(
+            err,
+            mpiswarm_mesos::client::ClientError::Refused { error: mpiswarm_mesos::MasterError::FrameworkRemoved, .. }
+        ),
+        "the client reads the refusal as a removed framework: {err:?}"
+    );
 }
 
 #[tokio::test]

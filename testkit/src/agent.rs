@@ -30,6 +30,13 @@ pub struct TestAgent {
     session: tokio::task::JoinHandle<()>,
 }
 
+impl AgentSpec {
+    /// Starts an agent of this spec against the offer layer at `master`.
+    pub fn start(&self, master: &str) -> TestAgent {
+        TestAgent::start_with(master, self.info())
+    }
+}
+
 impl TestAgent {
     /// Starts an agent named `hostname` with `resources` against the offer
     /// layer at `master` (e.g. `http://127.0.0.1:5050`).

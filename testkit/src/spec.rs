@@ -1,8 +1,8 @@
 //! [`AgentSpec`]: what a test agent is (hostname, resources, attributes,
 //! maybe a known id), built with chainable setters. Plain data: starting an
-//! agent from it is [`crate::agent`]'s.
+//! agent from it (`AgentSpec::start`) is [`crate::agent`]'s, which imports
+//! this module and is never imported by it.
 
-use crate::agent::TestAgent;
 use mpiswarm_mesos::agent_api::AgentInfo;
 use mpiswarm_mesos::{AgentId, Attribute, Resource};
 
@@ -70,10 +70,5 @@ impl AgentSpec {
             attributes: self.attributes.clone(),
             port: self.port,
         }
-    }
-
-    /// Starts an agent of this spec against the offer layer at `master`.
-    pub fn start(&self, master: &str) -> TestAgent {
-        TestAgent::start_with(master, self.info())
     }
 }

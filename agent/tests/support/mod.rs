@@ -16,7 +16,9 @@ use mpiswarm_mesos::task::{CommandInfo, ContainerInfo};
 use mpiswarm_mesos::{AgentId, FrameworkId, FrameworkInfo, Resource, TaskId, TaskInfo, TaskState};
 use tokio::sync::mpsc;
 
-pub const RANK_IMAGE: &str = mpiswarm_agent::images::RANK_IMAGE;
+/// The rank image `ensure_rank_image` builds: `mpiswarm_stack::images::RANK_IMAGE`
+/// (the agent cannot depend on the stack crate, which runs it).
+pub const RANK_IMAGE: &str = concat!("mpiswarm/openmpi:", env!("CARGO_PKG_VERSION"));
 
 /// Generous: a container start on this small shared machine takes seconds.
 pub const STATUS_DEADLINE: Duration = Duration::from_secs(120);
@@ -95,14 +97,14 @@ async fn restart_with(data_dir: tempfile::TempDir, tweak: impl FnOnce(&mut Agent
     }
 }
 
-/// Makes sure the rank image matches `images/` once per test process: a
+/// Makes sure the rank image matches `stack/images/` once per test process: a
 /// no-op in well under a second after `mpiswarm images build`, a rebuild from
-/// the cached rootfs when `images/` changed. Offline: tests never reach the
+/// the cached rootfs when `stack/images/` changed. Offline: tests never reach the
 /// Debian mirror, so without the cache this fails and says what to run.
 pub fn ensure_rank_image() {
     static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     let result = BUILT.get_or_init(|| {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../images/build.sh");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../stack/images/build.sh");
         let status = std::process::Command::new("bash")
             .args([script, env!("CARGO_PKG_VERSION")])
             .env("MPISWARM_IMAGES_OFFLINE", "1")

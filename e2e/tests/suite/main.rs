@@ -6,7 +6,7 @@
 //! may leave no node container, volume or network. Needs the images of
 //! `make images`.
 //!
-//!   cargo test -p mpiswarm-e2e --test suite [-- WORD...]
+//!   cargo test -p mpiswarm-e2e --features mpiswarm-testkit/engine --test suite [-- WORD...]
 
 mod bad_input;
 mod examples;

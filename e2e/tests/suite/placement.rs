@@ -1,5 +1,5 @@
 //! Placement on 3 nodes of 2 cpus, ranks of 0.45 cpu and the default
-//! 0.1-cpu launcher: each case runs real MPI (images/pi.c) and compares
+//! 0.1-cpu launcher: each case runs real MPI (stack/images/pi.c) and compares
 //! where Swarm ran the tasks with the MpiJob's `status.placement`.
 
 use std::time::Duration;

@@ -7,7 +7,7 @@
 use super::{CallError, Connection, Framework, Master, Opened};
 use crate::validation::FrameworkCall;
 use mpiswarm_mesos::scheduler::{Acknowledge, Event, Kill, Reconcile, Shutdown, Subscribe};
-use mpiswarm_mesos::{FrameworkId, MasterInfo, Reason, TaskState, agent_api, validate_role};
+use mpiswarm_mesos::{FrameworkId, MasterError, MasterInfo, Reason, TaskState, agent_api, validate_role};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -55,7 +55,7 @@ impl Master {
         }
         let id = match &info.id {
             Some(id) if self.registry.removed_frameworks.contains(&id.value) => {
-                refuse(conn, "Framework has been removed".to_owned());
+                refuse(conn, MasterError::FrameworkRemoved.message().to_owned());
                 return Opened { id: id.value.clone(), stream_id, events };
             }
             Some(id) => id.value.clone(),
@@ -64,7 +64,7 @@ impl Master {
         info.id = Some(FrameworkId::new(&id));
         let failover = self.frameworks.get_mut(&id).map(|fw| fw.conn.take());
         if let Some(Some(old)) = failover {
-            old.send(&Event::error("Framework failed over"));
+            old.send(&Event::error(MasterError::FrameworkFailedOver.message()));
             tracing::info!(framework = %id, "framework failed over to a new stream");
         }
         // Outstanding offers belong to the old subscription.

@@ -11,7 +11,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use crate::error::{FileAction, Result, StackError, file};
 use serde::{Deserialize, Serialize};
 
 pub const DEFAULT_DATA_DIR: &str = ".mpiswarm";
@@ -70,21 +70,16 @@ pub fn previous(data_dir: &Path) -> Option<StackFile> {
 
 pub fn read(data_dir: &Path) -> Result<StackFile> {
     let p = path(data_dir);
-    let text = std::fs::read_to_string(&p)
-        .with_context(|| format!("no mpiswarm stack runs with data dir {}: start one with `mpiswarm up --data-dir {}` (or pass --kubeconfig for a cluster)", data_dir.display(), data_dir.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("{} is not a stack file; remove it", p.display()))
+    let text =
+        std::fs::read_to_string(&p).map_err(|source| StackError::NoStack { dir: data_dir.to_owned(), source })?;
+    serde_json::from_str(&text).map_err(|source| StackError::NotAFile { path: p, kind: "stack", source })
 }
 
 /// The stack of `data_dir` if its `up` process is alive.
 pub fn running(data_dir: &Path) -> Result<StackFile> {
     let stack = read(data_dir)?;
     if !Path::new(&format!("/proc/{}", stack.pid)).exists() {
-        anyhow::bail!(
-            "the mpiswarm stack of {} is not running (process {} is gone): start it with `mpiswarm up --data-dir {}`",
-            data_dir.display(),
-            stack.pid,
-            data_dir.display()
-        );
+        return Err(StackError::StackGone { dir: data_dir.to_owned(), pid: stack.pid });
     }
     Ok(stack)
 }
@@ -92,8 +87,10 @@ pub fn running(data_dir: &Path) -> Result<StackFile> {
 pub fn write(data_dir: &Path, stack: &StackFile) -> Result<()> {
     let p = path(data_dir);
     let tmp = p.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(stack)?).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &p).with_context(|| format!("writing {}", p.display()))?;
+    let json =
+        serde_json::to_vec_pretty(stack).map_err(|source| StackError::Encode { what: "the stack file", source })?;
+    file(FileAction::Writing, &tmp, std::fs::write(&tmp, json))?;
+    file(FileAction::Writing, &p, std::fs::rename(&tmp, &p))?;
     Ok(())
 }
 

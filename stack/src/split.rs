@@ -15,12 +15,13 @@ use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use crate::error::{FileAction, Result, StackError, file, with_causes};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
-use crate::stack::{self, Component, StackFile};
-use crate::up::{self, UpArgs, say};
+use crate::components::{self as up, UpArgs, say};
+use crate::error::text;
+use crate::stack_file::{self as stack, Component, StackFile};
 
 /// A component exiting within this long of its start is crash-looping:
 /// the wait before its next start doubles, up to [`MAX_BACKOFF`].
@@ -47,13 +48,13 @@ impl Proc {
         let component =
             Component { name: name.to_owned(), pid: 0, args, log: logs.join(format!("{name}.log")), restarts: 0 };
         let mut proc = Proc { child: start(&component)?, component, started: Instant::now(), backoff: FIRST_BACKOFF };
-        proc.component.pid = proc.child.id().context("a child that just started has a pid")?;
+        proc.component.pid = proc.child.id().ok_or_else(|| proc.no_pid())?;
         Ok(proc)
     }
 
     fn restart(&mut self) -> Result<()> {
         self.child = start(&self.component)?;
-        self.component.pid = self.child.id().context("a child that just started has a pid")?;
+        self.component.pid = self.child.id().ok_or_else(|| self.no_pid())?;
         self.component.restarts += 1;
         self.started = Instant::now();
         Ok(())
@@ -63,14 +64,19 @@ impl Proc {
     fn check_alive(&mut self) -> Result<()> {
         match self.child.try_wait() {
             Ok(None) => Ok(()),
-            Ok(Some(status)) => bail!(
-                "{} exited at start ({status}); the end of {}:\n{}",
-                self.component.name,
-                self.component.log.display(),
-                tail(&self.component.log)
-            ),
-            Err(e) => bail!("cannot check on {}: {e}", self.component.name),
+            Ok(Some(status)) => Err(StackError::ExitedAtStart {
+                component: self.component.name.clone(),
+                status,
+                log: self.component.log.clone(),
+                tail: tail(&self.component.log),
+            }),
+            Err(source) => Err(StackError::CannotCheck { component: self.component.name.clone(), source }),
         }
+    }
+
+    /// A child that exited before its pid was read.
+    fn no_pid(&self) -> StackError {
+        StackError::NoPid { component: self.component.name.clone(), log: self.component.log.clone() }
     }
 }
 
@@ -78,13 +84,9 @@ impl Proc {
 /// in the terminal reaches `up` only, which stops the children in order),
 /// its output appended to its log.
 fn start(c: &Component) -> Result<Child> {
-    let exe = std::env::current_exe().context("finding this mpiswarm binary")?;
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&c.log)
-        .with_context(|| format!("opening {}", c.log.display()))?;
-    let err = log.try_clone().with_context(|| format!("opening {}", c.log.display()))?;
+    let exe = std::env::current_exe().map_err(StackError::CurrentExe)?;
+    let log = file(FileAction::Opening, &c.log, std::fs::OpenOptions::new().create(true).append(true).open(&c.log))?;
+    let err = file(FileAction::Opening, &c.log, log.try_clone())?;
     Command::new(exe)
         .args(&c.args)
         .stdin(Stdio::null())
@@ -93,7 +95,7 @@ fn start(c: &Component) -> Result<Child> {
         .process_group(0)
         .kill_on_drop(false)
         .spawn()
-        .with_context(|| format!("starting `mpiswarm {}`", c.args.join(" ")))
+        .map_err(|source| StackError::Spawn { command: c.args.clone(), source })
 }
 
 fn tail(log: &Path) -> String {
@@ -103,16 +105,12 @@ fn tail(log: &Path) -> String {
 }
 
 /// The value after `flag` in a command line.
-fn flag<'a>(cli: &'a [String], flag: &str) -> Result<&'a str> {
+fn flag<'a>(cli: &'a [String], flag: &'static str) -> Result<&'a str> {
     cli.iter()
         .position(|a| a == flag)
         .and_then(|i| cli.get(i + 1))
         .map(String::as_str)
-        .with_context(|| format!("no {flag} in `mpiswarm {}`", cli.join(" ")))
-}
-
-fn text(p: &Path) -> Result<String> {
-    p.to_str().map(str::to_owned).context("the data dir path is not UTF-8")
+        .ok_or_else(|| StackError::NoFlag { flag, command: cli.to_vec() })
 }
 
 pub async fn run(args: &UpArgs, dir: &Path, before: Option<StackFile>) -> Result<()> {
@@ -122,7 +120,7 @@ pub async fn run(args: &UpArgs, dir: &Path, before: Option<StackFile>) -> Result
         tokio::task::spawn_blocking(move || stop_leftovers(&dir, &before)).await?;
     }
     let logs = dir.join("logs");
-    std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+    file(FileAction::Creating, &logs, std::fs::create_dir_all(&logs))?;
     let mut procs = Vec::new();
     let file = match start_all(args, dir, before.as_ref(), &logs, &mut procs).await {
         Ok(file) => file,
@@ -206,13 +204,15 @@ async fn install_crd_when_serving(kubeconfig: &Path, procs: &mut [Proc]) -> Resu
     loop {
         procs.iter_mut().try_for_each(Proc::check_alive)?;
         let attempt = async {
-            let client = mpiswarm_controller::client(Some(kubeconfig)).await?;
+            let client = mpiswarm_controller::client(Some(kubeconfig))
+                .await
+                .map_err(|e| StackError::Client { kubeconfig: kubeconfig.to_owned(), source: Box::new(e) })?;
             up::install_crd(&client).await
         };
         match attempt.await {
             Ok(()) => return Ok(()),
             Err(e) if Instant::now() > deadline => {
-                bail!("the API server did not serve within {START_TIMEOUT:?}: {e:#}")
+                return Err(StackError::ApiServerNotServing { timeout: START_TIMEOUT, why: with_causes(&e) });
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
@@ -222,13 +222,17 @@ async fn install_crd_when_serving(kubeconfig: &Path, procs: &mut [Proc]) -> Resu
 /// Waits until `url` answers 200.
 async fn serving(url: &str, procs: &mut [Proc]) -> Result<()> {
     let deadline = Instant::now() + START_TIMEOUT;
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build()?;
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().map_err(StackError::HttpClient)?;
     loop {
         procs.iter_mut().try_for_each(Proc::check_alive)?;
         match http.get(url).send().await {
             Ok(r) if r.status().is_success() => return Ok(()),
-            Ok(r) if Instant::now() > deadline => bail!("{url} answered {} for {START_TIMEOUT:?}", r.status()),
-            Err(e) if Instant::now() > deadline => bail!("{url} did not answer within {START_TIMEOUT:?}: {e}"),
+            Ok(r) if Instant::now() > deadline => {
+                return Err(StackError::NotHealthy { url: url.to_owned(), status: r.status(), timeout: START_TIMEOUT });
+            }
+            Err(source) if Instant::now() > deadline => {
+                return Err(StackError::NoAnswer { url: url.to_owned(), timeout: START_TIMEOUT, source });
+            }
             _ => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }

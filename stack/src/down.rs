@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use crate::error::{Result, StackError};
 
-use crate::stack;
+use crate::stack_file as stack;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct DownArgs {
@@ -57,7 +57,7 @@ pub fn run(args: DownArgs) -> Result<()> {
         let out = Command::new("docker")
             .args([kind, ls, "-q", "--filter", &owned])
             .output()
-            .context("running docker: is Docker installed and its daemon running?")?;
+            .map_err(StackError::DockerMissing)?;
         let ids: Vec<String> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_owned).collect();
         if ids.is_empty() {
             continue;
@@ -66,7 +66,8 @@ pub fn run(args: DownArgs) -> Result<()> {
         // Networks stay busy until the services' containers are gone.
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let removed = Command::new("docker").arg(kind).arg("rm").args(&ids).output()?;
+            let removed =
+                Command::new("docker").arg(kind).arg("rm").args(&ids).output().map_err(StackError::DockerMissing)?;
             if removed.status.success() || Instant::now() > deadline {
                 break;
             }

@@ -14,10 +14,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use crate::error::{FileAction, Result, StackError, file, text};
 use serde::{Deserialize, Serialize};
 
-use crate::docker::{docker, docker_ok};
+use crate::docker::{docker, docker_ok, failed};
 
 /// The label every node container, volume and network carries.
 pub const MANAGED_BY: &str = "mpiswarm.io/managed-by=mpiswarm-up";
@@ -120,22 +120,19 @@ fn socket_dir(dir: &Path, node: &Node) -> PathBuf {
 pub fn check(args: &NodesArgs) -> Result<()> {
     let Some(n) = args.nodes else { return Ok(()) };
     if n == 0 {
-        bail!("--nodes 0: a cluster needs at least one node");
+        return Err(StackError::NoNodes);
     }
     if let Some(c) = args.node_cpus {
         let cores = std::thread::available_parallelism().map(|c| c.get()).unwrap_or(1) as f64;
         if !c.is_finite() || c <= 0.0 {
-            bail!("--node-cpus {c}: give a positive number of cpus, e.g. --node-cpus 0.5");
+            return Err(StackError::NodeCpus(c));
         }
         if c > cores {
-            bail!(
-                "--node-cpus {c} is more than this machine's {cores} cores: each node's engine reports {cores} cpus and \
-                 Swarm refuses reservations beyond them; use at most --node-cpus {cores}"
-            );
+            return Err(StackError::NodeCpusOverMachine { cpus: c, cores });
         }
     }
     if args.link_mbit == Some(0) {
-        bail!("--link-mbit 0 would cut the nodes off each other; give a rate such as --link-mbit 1000");
+        return Err(StackError::LinkMbitZero);
     }
     Ok(())
 }
@@ -143,18 +140,14 @@ pub fn check(args: &NodesArgs) -> Result<()> {
 /// Makes (or finds, on a second `up` of the same data dir) the cluster.
 pub async fn ensure(dir: &Path, args: &NodesArgs, image: &str) -> Result<Cluster> {
     check(args)?;
-    let wanted = args.nodes.context("no --nodes given")?;
+    let wanted = args.nodes.ok_or(StackError::NodesNotGiven)?;
     let file = match read(dir)? {
         Some(f) if f.nodes == wanted && f.node_cpus == args.node_cpus && f.link_mbit == args.link_mbit => {
             ClusterFile { racks: args.racks, node_mem: args.node_mem, ..f }
         }
-        Some(f) => bail!(
-            "the data dir {} already has a {}-node cluster{}; stop it with `mpiswarm down --data-dir {}` to make another",
-            dir.display(),
-            f.nodes,
-            f.node_cpus.map(|c| format!(" of {c} cpus a node")).unwrap_or_default(),
-            dir.display()
-        ),
+        Some(f) => {
+            return Err(StackError::OtherCluster { dir: dir.to_owned(), nodes: f.nodes, node_cpus: f.node_cpus });
+        }
         None => ClusterFile {
             id: uuid::Uuid::new_v4().simple().to_string()[..8].to_owned(),
             nodes: wanted,
@@ -184,12 +177,12 @@ pub async fn ensure(dir: &Path, args: &NodesArgs, image: &str) -> Result<Cluster
         }
     }
     load_images(&nodes).await?;
-    let manager = nodes.first().context("a cluster has at least one node")?;
+    let manager = nodes.first().ok_or(StackError::NoNodes)?;
     Ok(Cluster { manager_socket: socket_dir(dir, manager).join("docker.sock"), nodes, file })
 }
 
 fn labels(dir: &Path) -> Result<Vec<String>> {
-    let dir = dir.to_str().context("the data dir path is not UTF-8")?;
+    let dir = text(dir)?;
     Ok(vec![MANAGED_BY.to_owned(), format!("{DATA_DIR_LABEL}={dir}")])
 }
 
@@ -213,13 +206,16 @@ async fn start_node(dir: &Path, file: &ClusterFile, node: &Node, labels: &[Strin
         Err(_) => {}
     }
     let sockets = socket_dir(dir, node);
-    std::fs::create_dir_all(&sockets).with_context(|| format!("creating {}", sockets.display()))?;
-    let sockets = sockets.to_str().context("the data dir path is not UTF-8")?.to_owned();
+    crate::error::file(FileAction::Creating, &sockets, std::fs::create_dir_all(&sockets))?;
+    let sockets = text(&sockets)?;
     let volume = file.volume(node);
     docker_ok(&with_labels(&["volume", "create"], labels, &[&volume])).await?;
     let mut run: Vec<String> = with_labels(&["run", "-d", "--name", &node.container], labels, &[]);
     // The flags that let a Docker engine run in a container on this machine
-    // kind (ENVIRONMENT.md: --privileged fails, CAP_SYS_RESOURCE is missing).
+    // kind. Not --privileged: it fails here ("unable to apply caps"), because
+    // the machine's capability bounding set lacks CAP_SYS_RESOURCE; all the
+    // other capabilities, unconfined seccomp, apparmor and system paths, tmpfs
+    // /run and /var/run and the cgroup mount are what an inner dockerd needs.
     for flag in [
         "--cap-add=ALL",
         "--cap-drop=SYS_RESOURCE",
@@ -253,7 +249,7 @@ async fn wait_for_engine(node: &Node) -> Result<()> {
         }
         if tokio::time::Instant::now() > deadline {
             let logs = docker(&["logs", "--tail", "20", &node.container]).await.unwrap_or_default();
-            bail!("the Docker engine of node {} did not answer within 60 s; its last lines:\n{logs}", node.hostname);
+            return Err(StackError::EngineSilent { node: node.hostname.clone(), logs });
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
@@ -267,7 +263,7 @@ async fn address(file: &ClusterFile, node: &Node) -> Result<String> {
     let format = format!("{{{{(index .NetworkSettings.Networks \"{}\").IPAddress}}}}", file.network());
     let ip = docker(&["inspect", "-f", &format, &node.container]).await?.trim().to_owned();
     if ip.is_empty() {
-        bail!("node {} has no address on {}", node.hostname, file.network());
+        return Err(StackError::NoAddress { node: node.hostname.clone(), network: file.network() });
     }
     Ok(ip)
 }
@@ -276,7 +272,7 @@ async fn address(file: &ClusterFile, node: &Node) -> Result<String> {
 /// of 1 s lets the manager mark a stopped node `Down` within a few seconds
 /// (Swarm's 5 s default makes it about 15 s).
 async fn form_swarm(file: &ClusterFile, nodes: &[Node]) -> Result<()> {
-    let (manager, workers) = nodes.split_first().context("a cluster has at least one node")?;
+    let (manager, workers) = nodes.split_first().ok_or(StackError::NoNodes)?;
     let manager_ip = address(file, manager).await?;
     if swarm_state(manager).await? != "active" {
         say(&format!("making {} the swarm manager", manager.hostname));
@@ -349,8 +345,8 @@ async fn shape(node: &Node, mbit: u32) -> Result<()> {
 /// to pull from): the rank image, and if built the stock Debian image and
 /// the mpiswarm image (for agents deployed as a stack, manifests/).
 async fn load_images(nodes: &[Node]) -> Result<()> {
-    let mut images = vec![mpiswarm_agent::images::RANK_IMAGE.to_owned()];
-    for optional in [mpiswarm_agent::images::STOCK_IMAGE, mpiswarm_agent::images::MPISWARM_IMAGE] {
+    let mut images = vec![crate::images::RANK_IMAGE.to_owned()];
+    for optional in [crate::images::STOCK_IMAGE, crate::images::MPISWARM_IMAGE] {
         if docker(&["image", "inspect", optional]).await.is_ok() {
             images.push(optional.to_owned());
         }
@@ -365,7 +361,7 @@ async fn load_images(nodes: &[Node]) -> Result<()> {
                 .unwrap_or_default();
             if there != id {
                 say(&format!("loading {image} into {}", node.hostname));
-                loads.push(mpiswarm_agent::images::load_into(image, &node.container));
+                loads.push(crate::images::load_into(image, &node.container));
             }
         }
         for loaded in futures::future::join_all(loads).await {
@@ -378,26 +374,30 @@ async fn load_images(nodes: &[Node]) -> Result<()> {
 pub fn read(dir: &Path) -> Result<Option<ClusterFile>> {
     let p = cluster_path(dir);
     match std::fs::read_to_string(&p) {
-        Ok(text) => Ok(Some(
-            serde_json::from_str(&text).with_context(|| format!("{} is not a cluster file; remove it", p.display()))?,
-        )),
+        Ok(text) => Ok(Some(serde_json::from_str(&text).map_err(|source| StackError::NotAFile {
+            path: p,
+            kind: "cluster",
+            source,
+        })?)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("reading {}", p.display())),
+        Err(source) => Err(StackError::File { action: FileAction::Reading, path: p, source }),
     }
 }
 
-fn write(dir: &Path, file: &ClusterFile) -> Result<()> {
+fn write(dir: &Path, cluster: &ClusterFile) -> Result<()> {
     let p = cluster_path(dir);
     let tmp = p.with_extension("json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec_pretty(file)?).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, &p).with_context(|| format!("writing {}", p.display()))
+    let json =
+        serde_json::to_vec_pretty(cluster).map_err(|source| StackError::Encode { what: "the cluster file", source })?;
+    file(FileAction::Writing, &tmp, std::fs::write(&tmp, json))?;
+    file(FileAction::Writing, &p, std::fs::rename(&tmp, &p))
 }
 
 /// Removes every node container, volume and network of the data dir's
 /// cluster (found by label, so a lost cluster file loses nothing), and the
 /// cluster file. Returns how many objects went.
 pub fn remove(dir: &Path) -> Result<usize> {
-    let dir_text = dir.to_str().context("the data dir path is not UTF-8")?;
+    let dir_text = text(dir)?;
     let filter = format!("label={DATA_DIR_LABEL}={dir_text}");
     let mut removed = 0;
     for (kind, ls, rm) in [
@@ -407,18 +407,16 @@ pub fn remove(dir: &Path) -> Result<usize> {
     ] {
         let mut list = ls.clone();
         list.extend(["--filter", &filter]);
-        let out = std::process::Command::new("docker")
-            .args(&list)
-            .output()
-            .context("running docker: is Docker installed and its daemon running?")?;
+        let out = std::process::Command::new("docker").args(&list).output().map_err(StackError::DockerMissing)?;
         let ids: Vec<String> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_owned).collect();
         if ids.is_empty() {
             continue;
         }
         eprintln!("mpiswarm down: removing {} node {kind}(s)", ids.len());
-        let done = std::process::Command::new("docker").args(&rm).args(&ids).output()?;
+        let done =
+            std::process::Command::new("docker").args(&rm).args(&ids).output().map_err(StackError::DockerMissing)?;
         if !done.status.success() {
-            bail!("docker {} failed: {}", rm.join(" "), String::from_utf8_lossy(&done.stderr).trim());
+            return Err(failed(&rm, &done.stderr));
         }
         removed += ids.len();
     }

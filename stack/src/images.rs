@@ -1,9 +1,12 @@
 //! `mpiswarm images`: builds the rank image, the node image and the image of
 //! the `mpiswarm` binary itself with no registry, and loads them into
 //! Docker engines that run as containers (the nodes of a multi-node swarm on
-//! one machine). The build recipe lives in `images/` at the repository root
-//! and is compiled into this binary, so a bare `mpiswarm` can build the image;
-//! this module only drives it. It never pulls or pushes.
+//! one machine). The build recipe lives in this crate's `images/` and is
+//! compiled into the binary, so a bare `mpiswarm` can build the image; the
+//! rank bootstrap in it is the controller's own copy
+//! ([`mpiswarm_controller::launch::BOOTSTRAP`]), the one the controller ships
+//! with every task. This module only drives the recipe. It never pulls or
+//! pushes.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -25,19 +28,23 @@ pub const MPISWARM_IMAGE: &str = concat!("mpiswarm/mpiswarm:", env!("CARGO_PKG_V
 /// tagged by every rank image build (`examples/stock-image.yaml`).
 pub const STOCK_IMAGE: &str = "mpiswarm/debian-openmpi:bookworm";
 
-/// The files of `images/`, byte for byte: `build.sh` hashes them, so an
-/// embedded copy and a checkout produce the same cache key.
+/// The files of the build context, byte for byte: `build.sh` hashes them, so
+/// an embedded copy and a checkout produce the same cache key. All but the
+/// rank bootstrap are this crate's `images/`.
 const RECIPE: &[(&str, &str)] = &[
-    ("build.sh", include_str!("../../images/build.sh")),
-    ("Dockerfile", include_str!("../../images/Dockerfile")),
-    ("pi.c", include_str!("../../images/pi.c")),
-    ("mpiswarm-rank", include_str!("../../images/mpiswarm-rank")),
-    ("mpiswarm-hpcc", include_str!("../../images/mpiswarm-hpcc")),
-    ("mpiswarm-node", include_str!("../../images/mpiswarm-node")),
-    ("sshd-mpiswarm.conf", include_str!("../../images/sshd-mpiswarm.conf")),
-    ("ssh-mpiswarm.conf", include_str!("../../images/ssh-mpiswarm.conf")),
-    ("hpccinf.txt", include_str!("../../images/hpccinf.txt")),
+    ("build.sh", include_str!("../images/build.sh")),
+    ("Dockerfile", include_str!("../images/Dockerfile")),
+    ("pi.c", include_str!("../images/pi.c")),
+    (BOOTSTRAP_NAME, mpiswarm_controller::launch::BOOTSTRAP),
+    ("mpiswarm-hpcc", include_str!("../images/mpiswarm-hpcc")),
+    ("mpiswarm-node", include_str!("../images/mpiswarm-node")),
+    ("sshd-mpiswarm.conf", include_str!("../images/sshd-mpiswarm.conf")),
+    ("ssh-mpiswarm.conf", include_str!("../images/ssh-mpiswarm.conf")),
+    ("hpccinf.txt", include_str!("../images/hpccinf.txt")),
 ];
+
+/// The rank bootstrap's name in the build context (the Dockerfile copies it).
+const BOOTSTRAP_NAME: &str = "mpiswarm-rank";
 
 #[derive(Args, Debug, Clone)]
 pub struct ImagesArgs {
@@ -202,7 +209,7 @@ mod tests {
     #[derive(clap::Subcommand)]
     enum Sub {
         Images(ImagesArgs),
-        Agent(crate::AgentArgs),
+        Agent(mpiswarm_agent::AgentArgs),
     }
 
     #[test]
@@ -220,13 +227,15 @@ mod tests {
 
     #[test]
     fn every_file_of_the_images_directory_is_embedded() {
-        let images = Path::new(env!("CARGO_MANIFEST_DIR")).join("../images");
+        let images = Path::new(env!("CARGO_MANIFEST_DIR")).join("images");
         let listed: std::collections::BTreeSet<_> = RECIPE.iter().map(|(n, _)| n.to_string()).collect();
-        let sources: std::collections::BTreeSet<_> = std::fs::read_dir(&images)
+        let mut sources: std::collections::BTreeSet<_> = std::fs::read_dir(&images)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .filter(|n| n != "README.md")
             .collect();
-        assert_eq!(listed, sources, "every file of images/ must be embedded (README.md excepted)");
+        assert!(!sources.contains(BOOTSTRAP_NAME), "the rank bootstrap has one home, the controller's; not images/");
+        sources.insert(BOOTSTRAP_NAME.to_owned());
+        assert_eq!(listed, sources, "every file of images/ (README.md excepted) and the bootstrap must be embedded");
     }
 }

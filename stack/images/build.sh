@@ -50,6 +50,23 @@ node_packages=docker.io,iptables,iproute2,procps,ca-certificates
 
 log() { echo "images: $*" >&2; }
 
+# The rank bootstrap mpiswarm-rank has its one home in the controller, which
+# ships it with every task (controller/mpiswarm-rank); the image carries it
+# too. `mpiswarm images build` writes it beside this script; run from a
+# checkout, the script stages this directory and the controller's copy in a
+# temporary directory, so both ways hash and build the same files.
+temporary=()
+trap 'rm -rf "${temporary[@]}"' EXIT
+if [ ! -f "$here/mpiswarm-rank" ]; then
+    bootstrap=$here/../../controller/mpiswarm-rank
+    [ -f "$bootstrap" ] || { log "no mpiswarm-rank beside $here/build.sh nor at $bootstrap: run \`mpiswarm images build\`, or this script from a checkout"; exit 1; }
+    staged=$(mktemp -d)
+    temporary+=("$staged")
+    cp "$here"/* "$staged/"
+    cp "$bootstrap" "$staged/mpiswarm-rank"
+    here=$staged
+fi
+
 inputs_hash() {
     (
         cd "$here"
@@ -136,7 +153,7 @@ if [ "$what" = mpiswarm ]; then
     # certificates as the binary needs them, nothing to debootstrap anew.
     base=$(rootfs runtime "$runtime_packages")
     context=$(mktemp -d)
-    trap 'rm -rf "$context"' EXIT
+    temporary+=("$context")
     cp "$binary" "$context/mpiswarm"
     chmod 755 "$context/mpiswarm"
     # Debug symbols are most of a debug build; the image does not need them.

@@ -1,0 +1,35 @@
+//! mpiswarm's local-stack tooling: what makes a one-machine mpiswarm out of
+//! the product crates, for users trying it and for the tests.
+//! - [`images`]: `mpiswarm images`, the rank, node and mpiswarm images built
+//!   with no registry, and loaded into nodes in containers;
+//! - [`up`]: `mpiswarm up`, every component in this process;
+//! - [`split`]: `mpiswarm up --split`, every component a child process,
+//!   started again when it exits;
+//! - [`components`]: the flags of `up` and the command line of each
+//!   component, shared by both ways of running;
+//! - [`nodes`]: `mpiswarm up --nodes N`, a multi-node swarm of containers;
+//! - [`down`]: `mpiswarm down`, everything of a data dir stopped and removed;
+//! - [`stack_file`]: `DATA/stack.json`, where a running stack is found;
+//! - [`docker`]: the `docker` command line for the host engine;
+//! - [`error`]: [`StackError`], what can go wrong in all of it.
+//!
+//! It drives the product crates (API server, offer layer, agent,
+//! controller) only through their public starts and their command lines;
+//! none of them depends on it, and nothing here is needed to run mpiswarm
+//! on a real cluster.
+
+pub mod components;
+pub mod docker;
+pub mod down;
+pub mod error;
+pub mod images;
+pub mod nodes;
+pub mod split;
+pub mod stack_file;
+pub mod up;
+
+pub use components::UpArgs;
+pub use down::DownArgs;
+pub use error::StackError;
+pub use images::{ImagesArgs, MPISWARM_IMAGE, NODE_IMAGE, RANK_IMAGE, STOCK_IMAGE};
+pub use stack_file::{DEFAULT_DATA_DIR, StackFile};
