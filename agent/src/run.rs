@@ -249,7 +249,8 @@ impl Security {
     }
 }
 
-/// Serves the agent's endpoints, over HTTPS when `tls` is given.
+/// Serves the agent's endpoints, over HTTPS when `tls` is given (through
+/// `mpiswarm_guard::serve_tls`: a handshake deadline and a connection cap).
 async fn serve(
     listener: tokio::net::TcpListener,
     app: axum::Router,
@@ -258,8 +259,9 @@ async fn serve(
     match tls {
         None => axum::serve(listener, app).await,
         Some(config) => {
-            let config = axum_server::tls_rustls::RustlsConfig::from_config(config);
-            axum_server::from_tcp_rustls(listener.into_std()?, config)?.serve(app.into_make_service()).await
+            let limits = mpiswarm_guard::Limits::default();
+            mpiswarm_guard::serve_tls(listener, config, app, limits, std::future::pending()).await;
+            Ok(())
         }
     }
 }

@@ -171,7 +171,8 @@ async fn authenticated(
     let path = parts.uri.path().to_string();
     let public = matches!(path.as_str(), "/healthz" | "/readyz" | "/livez" | "/version");
     let auth = header_str(&parts.headers, header::AUTHORIZATION);
-    let authenticated = auth.strip_prefix("Bearer ").map(str::trim) == Some(shared.token.as_str());
+    let authenticated =
+        auth.strip_prefix("Bearer ").map(str::trim).is_some_and(|t| mpiswarm_guard::secret_eq(t, &shared.token));
     let mut answered = Answered {
         response: Response::default(),
         method: parts.method.clone(),

@@ -216,44 +216,17 @@ pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
                 tracing::error!(error = %e, "server stopped");
             }
         }),
-        Some(tls) => tokio::spawn(serve_tls(listener, app, tls.config)),
+        Some(tls) => tokio::spawn(mpiswarm_guard::serve_tls(
+            listener,
+            tls.config,
+            app,
+            mpiswarm_guard::Limits::default(),
+            std::future::pending(),
+        )),
     };
     let sweeper = tokio::spawn(event_ttl::sweep(api.clone(), Duration::from_secs(args.event_ttl_seconds)));
     tracing::info!(%url, kubeconfig = %kubeconfig.display(), "apiserver listening");
     Ok(Running { addr, url, kubeconfig, token, api, audit, tasks: vec![task, sweeper], _lock: lock })
-}
-
-async fn serve_tls(listener: tokio::net::TcpListener, app: axum::Router, config: Arc<rustls::ServerConfig>) {
-    use hyper_util::rt::{TokioExecutor, TokioIo};
-    use hyper_util::service::TowerToHyperService;
-    let acceptor = tokio_rustls::TlsAcceptor::from(config);
-    loop {
-        let (tcp, peer) = match listener.accept().await {
-            Ok(c) => c,
-            Err(e) => {
-                // Out of file descriptors and the like: back off instead of spinning.
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let acceptor = acceptor.clone();
-        // The peer's address, as `into_make_service_with_connect_info` gives it on plain HTTP.
-        let service = TowerToHyperService::new(app.clone().layer(axum::Extension(axum::extract::ConnectInfo(peer))));
-        tokio::spawn(async move {
-            let stream = match acceptor.accept(tcp).await {
-                Ok(s) => s,
-                Err(e) => {
-                    tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                    return;
-                }
-            };
-            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-            if let Err(e) = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
-        });
-    }
 }
 
 /// `mpiswarm apiserver`: serve until SIGINT or SIGTERM, or fail with an

@@ -20,6 +20,16 @@ pub fn strip_directives(v: &mut Value) {
     }
 }
 
+/// kube-apiserver's `maxJSONPatchOperations`: a JSON patch with more
+/// operations is refused with 413 before any is applied.
+pub const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+
+/// kube-apiserver's default `JSONPatchMaxCopyBytes` (evanphx/json-patch's
+/// `AccumulatedCopySizeLimit`): how many bytes, as JSON, the `copy`
+/// operations of one patch may add to the document. Without it a few
+/// hundred bytes of self-copies double the document per operation.
+pub const MAX_JSON_PATCH_COPY_BYTES: usize = 3 * 1024 * 1024;
+
 fn json_patch_error(rt: &ResourceType, name: &str, e: impl std::fmt::Display) -> ApiError {
     ApiError::invalid(
         &rt.kind,
@@ -33,11 +43,44 @@ fn json_patch_error(rt: &ResourceType, name: &str, e: impl std::fmt::Display) ->
     )
 }
 
+/// Counts the bytes of a value's JSON without keeping them.
+#[derive(Default)]
+struct JsonSize(usize);
+
+impl std::io::Write for JsonSize {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 = self.0.saturating_add(buf.len());
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn json_size(v: &Value) -> usize {
+    let mut size = JsonSize::default();
+    // Writing a `Value` into a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut size, v);
+    size.0
+}
+
 /// RFC 6902 with the evanphx quirk Kubernetes has: `test` of a missing path
-/// against `null` passes (the kube-rs finalizer helper relies on it).
+/// against `null` passes (the kube-rs finalizer helper relies on it), and
+/// with kube-apiserver's limits: at most [`MAX_JSON_PATCH_OPERATIONS`]
+/// operations (413), and `copy` operations that add at most
+/// [`MAX_JSON_PATCH_COPY_BYTES`] (422, before the copy that would pass it).
+/// On an error `doc` is half patched: the caller drops it.
 pub fn apply_json_patch(rt: &ResourceType, name: &str, doc: &mut Value, patch: &Value) -> ApiResult<()> {
     let ops =
         patch.as_array().ok_or_else(|| ApiError::bad_request("a JSON patch must be a JSON array of operations"))?;
+    if ops.len() > MAX_JSON_PATCH_OPERATIONS {
+        return Err(ApiError::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {}", ops.len()),
+        ));
+    }
     let kept: Vec<Value> = ops
         .iter()
         .filter(|op| {
@@ -50,7 +93,27 @@ pub fn apply_json_patch(rt: &ResourceType, name: &str, doc: &mut Value, patch: &
         .collect();
     let parsed: json_patch::Patch = serde_json::from_value(Value::Array(kept))
         .map_err(|e| ApiError::bad_request(format!("invalid JSON patch: {e}")))?;
-    json_patch::patch(doc, &parsed).map_err(|e| json_patch_error(rt, name, e))
+    let mut copied = 0usize;
+    for (i, op) in parsed.0.iter().enumerate() {
+        if let json_patch::PatchOperation::Copy(copy) = op {
+            // A missing `from` adds nothing; the patch itself says so below.
+            copied = copied.saturating_add(doc.pointer(copy.from.as_str()).map_or(0, json_size));
+            if copied > MAX_JSON_PATCH_COPY_BYTES {
+                return Err(json_patch_error(
+                    rt,
+                    name,
+                    format!(
+                        "operation '/{i}': Unable to complete the copy, the accumulated size increase of copy is {copied}, exceeding the limit {MAX_JSON_PATCH_COPY_BYTES}"
+                    ),
+                ));
+            }
+        }
+        json_patch::patch(doc, std::slice::from_ref(op)).map_err(|mut e| {
+            e.operation = i;
+            json_patch_error(rt, name, e)
+        })?;
+    }
+    Ok(())
 }
 
 fn without_directives(v: &Value) -> Value {
@@ -181,6 +244,56 @@ impl PatchType {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn widget_type() -> ResourceType {
+        let crd = json!({"spec": {"group": "g.io", "names": {"plural": "ws", "kind": "W"}, "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+        crate::resource::from_crd(&crd).remove(0)
+    }
+
+    #[test]
+    fn self_copies_that_double_the_document_are_refused_at_the_copy_limit() {
+        // The review's request: 22 copies of a value into itself (918 bytes).
+        let mut doc = json!({"spec": {"data": "x".repeat(600)}});
+        let ops: Vec<Value> =
+            (0..22).map(|i| json!({"op": "copy", "from": "/spec", "path": format!("/spec/c{i}")})).collect();
+        let e = apply_json_patch(&widget_type(), "w", &mut doc, &Value::Array(ops)).expect_err("refused");
+        assert_eq!((e.code, e.reason), (422, "Invalid"));
+        assert!(e.message.contains("exceeding the limit 3145728"), "{}", e.message);
+        assert!(json_size(&doc) <= MAX_JSON_PATCH_COPY_BYTES + 1000, "the document never grew past the limit");
+        let status = e.to_status();
+        assert_eq!(status["details"]["causes"][0]["field"], "patch");
+    }
+
+    #[test]
+    fn copies_within_the_limit_are_applied() {
+        let mut doc = json!({"spec": {"a": [1, 2]}});
+        let ops = json!([{"op": "copy", "from": "/spec/a", "path": "/spec/b"}, {"op": "copy", "from": "/spec", "path": "/spec/c"}]);
+        apply_json_patch(&widget_type(), "w", &mut doc, &ops).expect("applied");
+        assert_eq!(doc, json!({"spec": {"a": [1, 2], "b": [1, 2], "c": {"a": [1, 2], "b": [1, 2]}}}));
+    }
+
+    #[test]
+    fn more_operations_than_kube_apiserver_allows_is_413_naming_the_limit() {
+        let op = json!({"op": "test", "path": "/spec", "value": {}});
+        let mut doc = json!({"spec": {}});
+        let at_limit = Value::Array(vec![op.clone(); MAX_JSON_PATCH_OPERATIONS]);
+        apply_json_patch(&widget_type(), "w", &mut doc, &at_limit).expect("10000 operations are allowed");
+        let over = Value::Array(vec![op; MAX_JSON_PATCH_OPERATIONS + 1]);
+        let e = apply_json_patch(&widget_type(), "w", &mut doc, &over).expect_err("refused");
+        assert_eq!((e.code, e.reason), (413, "RequestEntityTooLarge"));
+        assert_eq!(e.message, "The allowed maximum operations in a JSON patch is 10000, got 10001");
+    }
+
+    #[test]
+    fn a_failing_operation_is_named_by_its_index_in_the_patch() {
+        let mut doc = json!({"spec": {}});
+        let ops = json!([{"op": "add", "path": "/spec/a", "value": 1}, {"op": "remove", "path": "/spec/missing"}]);
+        let e = apply_json_patch(&widget_type(), "w", &mut doc, &ops).expect_err("fails");
+        assert_eq!(e.code, 422);
+        assert!(e.message.contains("operation '/1'"), "{}", e.message);
+    }
 
     fn containers_schema() -> Value {
         json!({"properties": {"containers": {"type": "array", "x-kubernetes-patch-merge-key": "name",

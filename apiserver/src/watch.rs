@@ -4,6 +4,10 @@
 //! retained history gets one ERROR 410 Expired event. Unset or "0" starts
 //! with synthetic ADDED events for the current state. Objects moving in or
 //! out of a selector produce ADDED / DELETED, as in the watch cache.
+//! A watch lasts as long as its `timeoutSeconds` asks, clamped to the
+//! server's longest watch; every instant is computed with checked
+//! arithmetic, so no query value can panic the watch's task (whose panic
+//! no one would see).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,11 +37,13 @@ pub struct WatchRequest {
 }
 
 impl WatchRequest {
+    /// `longest`: the server's longest watch, which is also the timeout of
+    /// a watch that asks for none.
     pub fn new(
         target: Target,
         q: &Query,
         format: Format,
-        default_timeout: Duration,
+        longest: Duration,
         bookmark_every: Duration,
     ) -> ApiResult<Self> {
         let filter = Filter::new(&target.rt, q)?;
@@ -48,7 +54,7 @@ impl WatchRequest {
                     .map_err(|_| ApiError::bad_request(format!("invalid resourceVersion {rv:?}: not a number")))?,
             ),
         };
-        let timeout = q.number("timeoutSeconds")?.map(Duration::from_secs).unwrap_or(default_timeout);
+        let timeout = q.number("timeoutSeconds")?.map_or(longest, |s| Duration::from_secs(s).min(longest));
         Ok(Self {
             target,
             filter,
@@ -60,6 +66,13 @@ impl WatchRequest {
             format,
         })
     }
+}
+
+/// `after` from now; past what the clock can count (a huge interval), a
+/// year from now, which no watch outlives.
+fn instant_after(after: Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(after).or_else(|| now.checked_add(Duration::from_secs(365 * 24 * 3600))).unwrap_or(now)
 }
 
 type Tx = mpsc::Sender<Result<Bytes, std::io::Error>>;
@@ -107,7 +120,7 @@ pub async fn run(api: Arc<Api>, w: WatchRequest, tx: Tx) {
     if *stopping.borrow_and_update() {
         return;
     }
-    let deadline = tokio::time::Instant::now() + w.timeout;
+    let deadline = instant_after(w.timeout);
     let send = |b: Bytes| {
         let tx = tx.clone();
         async move { tx.send(Ok(b)).await.is_ok() }
@@ -128,7 +141,7 @@ pub async fn run(api: Arc<Api>, w: WatchRequest, tx: Tx) {
             snap.rv
         }
     };
-    let mut bookmark_at = tokio::time::Instant::now() + w.bookmark_every;
+    let mut bookmark_at = instant_after(w.bookmark_every);
     loop {
         match api.store.since(last) {
             Since::Expired { requested, oldest } => {
@@ -173,11 +186,47 @@ pub async fn run(api: Arc<Api>, w: WatchRequest, tx: Tx) {
                 return;
             }
             _ = tokio::time::sleep_until(bookmark_at) => {
-                bookmark_at = tokio::time::Instant::now() + w.bookmark_every;
+                bookmark_at = instant_after(w.bookmark_every);
                 if w.bookmarks && !send(w.bookmark(last, false)).await {
                     return;
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target() -> Target {
+        let crd = json!({"spec": {"group": "g.io", "names": {"plural": "ws", "kind": "W"}, "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+        let rt = crate::resource::from_crd(&crd).remove(0);
+        Target { rt: Arc::new(rt), namespace: Some("default".into()), name: None, status: false }
+    }
+
+    fn timeout_of(query: &str) -> Duration {
+        let longest = Duration::from_secs(1800);
+        let w = WatchRequest::new(target(), &Query::parse(Some(query)), Format::Object, longest, longest);
+        w.unwrap_or_else(|e| panic!("{query}: {e}")).timeout
+    }
+
+    #[test]
+    fn a_watch_timeout_is_clamped_to_the_longest_watch() {
+        assert_eq!(timeout_of("watch=1&timeoutSeconds=18446744073709551615"), Duration::from_secs(1800));
+        assert_eq!(timeout_of("watch=1&timeoutSeconds=290"), Duration::from_secs(290));
+        assert_eq!(timeout_of("watch=1"), Duration::from_secs(1800));
+        let past_u64 = Query::parse(Some("timeoutSeconds=18446744073709551616"));
+        let e = WatchRequest::new(target(), &past_u64, Format::Object, Duration::ZERO, Duration::ZERO).err();
+        assert_eq!(e.map(|e| e.code), Some(400));
+    }
+
+    #[test]
+    fn an_instant_past_what_the_clock_counts_is_a_year_away_not_a_panic() {
+        let far = instant_after(Duration::MAX);
+        assert!(far > tokio::time::Instant::now() + Duration::from_secs(364 * 24 * 3600));
+        let soon = instant_after(Duration::from_secs(5));
+        assert!(soon <= tokio::time::Instant::now() + Duration::from_secs(5));
     }
 }

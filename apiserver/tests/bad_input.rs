@@ -90,6 +90,7 @@ async fn each_bad_request_gets_the_right_status_and_the_server_keeps_serving() {
         case("bad field selector", M::GET, &format!("{cms}?fieldSelector=spec.size%3D1"), json, "", (400, "BadRequest", "spec.size")),
         case("bad boolean", M::GET, &format!("{cms}?watch=maybe"), json, "", (400, "BadRequest", "maybe")),
         case("JSON patch on a missing path", M::PATCH, &format!("{cms}/keep"), "application/json-patch+json", r#"[{"op":"remove","path":"/data/missing"}]"#, (422, "Invalid", "patch")),
+        case("22 self-doubling copies (918 bytes that once took 1 GB)", M::PATCH, &format!("{cms}/keep"), "application/json-patch+json", serde_json::to_string(&(0..22).map(|i| json!({"op": "copy", "from": "/data", "path": format!("/data/c{i}")})).collect::<Vec<_>>()).expect("ops"), (422, "Invalid", "exceeding the limit 3145728")),
         case("failed JSON patch test", M::PATCH, &format!("{cms}/keep"), "application/json-patch+json", r#"[{"op":"test","path":"/data/k","value":"other"},{"op":"add","path":"/data/z","value":"1"}]"#, (422, "Invalid", "patch")),
         case("strategic merge on a custom resource", M::PATCH, &format!("{widgets}/w"), "application/strategic-merge-patch+json", "{}", (415, "UnsupportedMediaType", "application/merge-patch+json")),
         case("unknown patch type", M::PATCH, &format!("{cms}/keep"), "text/plain", "{}", (415, "UnsupportedMediaType", "text/plain")),
@@ -144,6 +145,11 @@ async fn each_bad_request_gets_the_right_status_and_the_server_keeps_serving() {
         .expect("client");
     let resp = unauth.get(format!("{base}{cms}")).send().await.expect("unauth");
     assert_eq!(resp.status(), 401);
+    let mut near = s.running.token.clone();
+    let last = if near.ends_with('0') { "1" } else { "0" };
+    near.replace_range(near.len() - 1.., last);
+    let resp = unauth.get(format!("{base}{cms}")).bearer_auth(&near).send().await.expect("near token");
+    assert_eq!(resp.status(), 401, "a token of the right length but one character off");
 
     let resp = client
         .post(format!("{base}{cms}"))

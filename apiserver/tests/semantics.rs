@@ -471,3 +471,15 @@ async fn later_pages_report_the_first_pages_resource_version_so_watches_lose_not
         (Some("MODIFIED"), Some("p-0"))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_watch_asking_for_the_largest_timeout_is_served_not_dropped() {
+    let (_s, c) = setup().await;
+    let mut events = c.watch(&format!("{CMS}?watch=true&timeoutSeconds=18446744073709551615")).await;
+    assert_eq!(c.post(CMS, cm("after-huge-timeout", json!({}))).await.0, 201);
+    let added = events.next().await;
+    assert_eq!(
+        (added["type"].as_str(), added["object"]["metadata"]["name"].as_str()),
+        (Some("ADDED"), Some("after-huge-timeout"))
+    );
+}

@@ -4,7 +4,8 @@
 //!
 //! Both follow Mesos' rules: a SUBSCRIBE answers with a `Mesos-Stream-Id` and
 //! a RecordIO event stream; later calls carry that id; a non-leading master
-//! answers 307 with a protocol-relative `Location`, which is followed; 503
+//! answers 307 with a protocol-relative `Location`, which is followed as
+//! [`crate::redirect`] allows (same scheme, a configured master); 503
 //! (recovering, no leader) and connection failures are retried with
 //! exponential backoff. Nothing here holds a lock across an await.
 //!
@@ -14,6 +15,7 @@ pub mod args;
 
 use crate::master_error::MasterError;
 use crate::recordio::{RecordIoCodec, RecordIoError};
+use crate::redirect::{Masters, RedirectRefusal};
 use crate::{agent_api, scheduler};
 use futures::{Stream, StreamExt, TryStreamExt};
 use serde::Serialize;
@@ -36,8 +38,8 @@ pub enum ClientError {
     Status { url: String, status: u16, body: String },
     #[error("{url} redirected more than {max} times; last Location was {location:?}")]
     TooManyRedirects { url: String, max: usize, location: String },
-    #[error("{url} answered a redirect without a usable Location header")]
-    BadRedirect { url: String },
+    #[error("{url} redirected to {location:?}, which is not followed: {reason}")]
+    RedirectRefused { url: String, location: String, reason: RedirectRefusal },
     #[error("SUBSCRIBE response from {url} has no {STREAM_ID_HEADER} header")]
     MissingStreamId { url: String },
     #[error("event stream broken: {0}")]
@@ -104,6 +106,7 @@ const MAX_REDIRECTS: usize = 5;
 pub struct Endpoint {
     http: reqwest::Client,
     url: Arc<Mutex<String>>,
+    masters: Masters,
     credentials: Option<(String, String)>,
 }
 
@@ -114,8 +117,16 @@ impl Endpoint {
         Self {
             http: crate::tls::http_client(None),
             url: Arc::new(Mutex::new(format!("{}{path}", base.trim_end_matches('/')))),
+            masters: Masters::new(base),
             credentials,
         }
+    }
+
+    /// Also follow redirects to (and send the credentials to) these other
+    /// replicas of the master, e.g. `https://offers-1:5050`.
+    pub fn with_replicas(mut self, replicas: &[&str]) -> Self {
+        self.masters = replicas.iter().fold(self.masters, |m, r| m.with(r));
+        self
     }
 
     /// Trust `ca` only (an https master with a private CA).
@@ -161,8 +172,11 @@ impl Endpoint {
             let status = resp.status();
             if status.is_redirection() {
                 let location = resp.headers().get("Location").and_then(|l| l.to_str().ok()).unwrap_or_default();
-                let next =
-                    resolve_location(&url, location).ok_or_else(|| ClientError::BadRedirect { url: url.clone() })?;
+                let next = self.masters.follow(&url, location).map_err(|reason| ClientError::RedirectRefused {
+                    url: url.clone(),
+                    location: location.to_owned(),
+                    reason,
+                })?;
                 self.set_url(next);
                 continue;
             }
@@ -174,19 +188,6 @@ impl Endpoint {
         }
         Err(ClientError::TooManyRedirects { url: self.url(), max: MAX_REDIRECTS, location: self.url() })
     }
-}
-
-/// Resolves Mesos' protocol-relative `//host:port/path` (or an absolute URL)
-/// against the URL that was redirected.
-fn resolve_location(current: &str, location: &str) -> Option<String> {
-    let scheme = current.split("://").next()?;
-    if let Some(rest) = location.strip_prefix("//") {
-        return Some(format!("{scheme}://{rest}"));
-    }
-    if location.starts_with("http://") || location.starts_with("https://") {
-        return Some(location.to_owned());
-    }
-    None
 }
 
 /// Decodes a RecordIO response body into JSON events.
@@ -295,6 +296,12 @@ impl SchedulerClient {
         self
     }
 
+    /// Also follow a redirect to these other replicas ([`Endpoint::with_replicas`]).
+    pub fn with_replicas(mut self, replicas: &[&str]) -> Self {
+        self.endpoint = self.endpoint.with_replicas(replicas);
+        self
+    }
+
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
     }
@@ -356,6 +363,12 @@ impl AgentClient {
         self
     }
 
+    /// Also follow a redirect to these other replicas ([`Endpoint::with_replicas`]).
+    pub fn with_replicas(mut self, replicas: &[&str]) -> Self {
+        self.endpoint = self.endpoint.with_replicas(replicas);
+        self
+    }
+
     /// SUBSCRIBEs and waits for SUBSCRIBED (which carries the agent id to persist).
     pub async fn subscribe(
         &self,
@@ -393,15 +406,6 @@ impl AgentClient {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn protocol_relative_locations_keep_the_scheme() {
-        assert_eq!(
-            resolve_location("http://a:5050/api/v1/scheduler", "//b:5051/api/v1/scheduler").as_deref(),
-            Some("http://b:5051/api/v1/scheduler")
-        );
-        assert_eq!(resolve_location("http://a/x", "/relative"), None);
-    }
 
     #[test]
     fn backoff_doubles_up_to_its_cap() {

@@ -3,13 +3,16 @@
 //! secret), and the list a master accepts. Both file formats are Mesos'
 //! own, so files made for a real Mesos cluster work here unchanged.
 //!
-//! A secret is never logged: [`Credential`]'s `Debug` hides it.
+//! A secret is never logged: [`Credential`]'s `Debug` hides it, and it is
+//! never compared here (no `PartialEq`): whoever checks one uses
+//! `mpiswarm_guard::secret_eq`, in constant time. A file that gives a
+//! principal an empty secret is refused when it is read, at start-up.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// What a client sends as HTTP basic authentication.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Credential {
     pub principal: String,
     pub secret: String,
@@ -35,6 +38,10 @@ pub enum CredentialError {
     Credentials { path: PathBuf, source: serde_json::Error },
     #[error("the secret file {path} is empty: put the principal's secret in it")]
     EmptySecret { path: PathBuf },
+    #[error(
+        "the {what} {path} gives principal '{principal}' an empty secret: give it a secret (an empty one is no secret)"
+    )]
+    EmptySecretOf { what: &'static str, path: PathBuf, principal: String },
     #[error("{given} was given without {missing}: pass both, or a credential file instead")]
     Incomplete { given: &'static str, missing: &'static str },
     #[error("pass either a credential file or a principal and a secret file, not both")]
@@ -53,6 +60,13 @@ struct CredentialsJson {
     credentials: Vec<CredentialJson>,
 }
 
+fn non_empty(what: &'static str, path: &Path, c: &CredentialJson) -> Result<(), CredentialError> {
+    if c.secret.is_empty() {
+        return Err(CredentialError::EmptySecretOf { what, path: path.to_owned(), principal: c.principal.clone() });
+    }
+    Ok(())
+}
+
 fn read(what: &'static str, path: &Path) -> Result<String, CredentialError> {
     std::fs::read_to_string(path).map_err(|source| CredentialError::Read { what, path: path.to_owned(), source })
 }
@@ -63,6 +77,7 @@ impl Credential {
     pub fn from_file(path: &Path) -> Result<Self, CredentialError> {
         let text = read("credential file", path)?;
         if let Ok(c) = serde_json::from_str::<CredentialJson>(&text) {
+            non_empty("credential file", path, &c)?;
             return Ok(Self { principal: c.principal, secret: c.secret });
         }
         let mut words = text.split_whitespace();
@@ -114,6 +129,9 @@ pub fn read_credentials(path: &Path) -> Result<HashMap<String, String>, Credenti
     let text = read("credentials file", path)?;
     let file: CredentialsJson =
         serde_json::from_str(&text).map_err(|source| CredentialError::Credentials { path: path.to_owned(), source })?;
+    for c in &file.credentials {
+        non_empty("credentials file", path, c)?;
+    }
     Ok(file.credentials.into_iter().map(|c| (c.principal, c.secret)).collect())
 }
 
@@ -132,9 +150,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let json = file(&dir, "c.json", r#"{"principal":"agent","secret":"s3"}"#);
         let text = file(&dir, "c.txt", "agent s3\n");
-        let want = Credential { principal: "agent".into(), secret: "s3".into() };
-        assert_eq!(Credential::from_file(&json).unwrap(), want);
-        assert_eq!(Credential::from_file(&text).unwrap(), want);
+        for path in [&json, &text] {
+            let c = Credential::from_file(path).unwrap();
+            assert_eq!((c.principal.as_str(), c.secret.as_str()), ("agent", "s3"), "{}", path.display());
+        }
         let bad = file(&dir, "bad", r#"{"user":"agent"}"#);
         let err = Credential::from_file(&bad).unwrap_err().to_string();
         assert!(err.contains("bad") && err.contains("PRINCIPAL SECRET"), "{err}");
@@ -147,7 +166,7 @@ mod tests {
         let c = Credential::from_flags(Some("agent"), Some(&secret), None).unwrap().unwrap();
         assert_eq!(c.secret, "s3cret");
         assert!(!format!("{c:?}").contains("s3cret"));
-        assert_eq!(Credential::from_flags(None, None, None).unwrap(), None);
+        assert!(Credential::from_flags(None, None, None).unwrap().is_none());
         let err = Credential::from_flags(Some("agent"), None, None).unwrap_err().to_string();
         assert!(err.contains("without a secret file"), "{err}");
         let empty = file(&dir, "empty", "\n");
@@ -168,5 +187,26 @@ mod tests {
         assert!(err.contains("bad.json") && err.contains("\"credentials\""), "{err}");
         let err = read_credentials(&dir.path().join("nope.json")).unwrap_err().to_string();
         assert!(err.contains("nope.json"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_secret_is_refused_naming_the_file_and_the_principal() {
+        let dir = tempfile::tempdir().unwrap();
+        let list = file(
+            &dir,
+            "creds.json",
+            r#"{"credentials":[{"principal":"p","secret":"s"},{"principal":"q","secret":""}]}"#,
+        );
+        let err = read_credentials(&list).unwrap_err().to_string();
+        assert!(
+            err.contains(&list.display().to_string()) && err.contains("'q'") && err.contains("empty secret"),
+            "{err}"
+        );
+        let missing = file(&dir, "nosecret.json", r#"{"credentials":[{"principal":"q"}]}"#);
+        let err = read_credentials(&missing).unwrap_err().to_string();
+        assert!(err.contains("nosecret.json") && err.contains("empty secret"), "{err}");
+        let one = file(&dir, "c.json", r#"{"principal":"agent","secret":""}"#);
+        let err = Credential::from_file(&one).unwrap_err().to_string();
+        assert!(err.contains("c.json") && err.contains("'agent'") && err.contains("empty secret"), "{err}");
     }
 }

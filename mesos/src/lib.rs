@@ -10,7 +10,7 @@
 //! - [`recordio`]: the RecordIO framing of event streams.
 //! - [`roles`]: which strings are Mesos roles (`roles::validate`).
 //! - [`client`]: async clients of the scheduler API (frameworks) and the
-//!   agent API (node agents);
+//!   agent API (node agents); [`redirect`]: which redirect they follow;
 //! - [`agent_session`]: the agent's one subscribe / re-subscribe / UPDATE
 //!   delivery loop, shared by `mpiswarm agent` and the test agent.
 //! - [`credential`] and [`tls`]: principal and secret files, certificates,
@@ -35,6 +35,7 @@ pub mod offer;
 pub mod quantities;
 
 pub mod recordio;
+pub mod redirect;
 pub mod resources;
 pub mod roles;
 pub mod scheduler;

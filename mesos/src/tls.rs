@@ -134,8 +134,9 @@ impl CaFile {
 }
 
 /// The HTTP client of the Mesos APIs: redirects are not followed
-/// automatically (a leader's 307 is followed by [`crate::client`], with the
-/// credentials), and `ca`, when given, is the only trust anchor.
+/// automatically (a leader's 307 is followed by [`crate::client`] only as
+/// [`crate::redirect`] allows, and only then with the credentials), and
+/// `ca`, when given, is the only trust anchor.
 pub fn http_client(ca: Option<&CaFile>) -> reqwest::Client {
     let builder = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
     let builder = match ca {

@@ -233,25 +233,21 @@ fn serve(
     let (stop, mut stopped) = tokio::sync::watch::channel(false);
     let task = tokio::spawn(async move {
         let mut clock = tokio::spawn(clock);
-        let app = app.into_make_service_with_connect_info::<SocketAddr>();
         let served = async move {
             match tls {
                 None => {
-                    axum::serve(listener, app)
+                    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
                         .with_graceful_shutdown(async move {
                             let _ = stopped.changed().await;
                         })
                         .await
                 }
                 Some(config) => {
-                    let handle = axum_server::Handle::new();
-                    let stopping = handle.clone();
-                    tokio::spawn(async move {
+                    let stopping = async move {
                         let _ = stopped.changed().await;
-                        stopping.graceful_shutdown(None);
-                    });
-                    let config = axum_server::tls_rustls::RustlsConfig::from_config(config);
-                    axum_server::from_tcp_rustls(listener.into_std()?, config)?.handle(handle).serve(app).await
+                    };
+                    mpiswarm_guard::serve_tls(listener, config, app, mpiswarm_guard::Limits::default(), stopping).await;
+                    Ok(())
                 }
             }
         };

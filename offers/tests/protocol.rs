@@ -5,8 +5,10 @@ mod common;
 
 use common::{Cluster, DEADLINE, SUBSCRIBE, json_post, next_event, post, status_of};
 use futures::StreamExt;
+use mpiswarm_mesos::FrameworkInfo;
+use mpiswarm_mesos::client::{ClientError, SchedulerClient, decode_events};
+use mpiswarm_mesos::redirect::RedirectRefusal;
 use mpiswarm_mesos::scheduler::{Call, EventType};
-use mpiswarm_mesos::{FrameworkInfo, client::decode_events};
 use serde_json::json;
 
 /// Subscribes with raw HTTP; returns the response (stream still open).
@@ -209,9 +211,31 @@ async fn a_standby_redirects_with_a_protocol_relative_location() {
 async fn the_scheduler_client_follows_a_redirect_to_the_leader() {
     let leader = Cluster::start().await;
     let standby = Cluster::start_with(|a| a.redirect_to = Some(leader.server.addr.to_string())).await;
-    let f = common::Framework::subscribe(&standby.url(), FrameworkInfo::new("root", "r", &["mpi"])).await;
+    let client = SchedulerClient::new(&standby.url(), None).with_replicas(&[&leader.url()]);
+    let f = common::Framework::subscribe_with(client, FrameworkInfo::new("root", "r", &["mpi"])).await;
     assert_eq!(f.client.endpoint().url(), format!("{}/api/v1/scheduler", leader.url()));
     f.client.call(&Call::suppress(f.id(), vec![])).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_redirect_to_a_master_the_client_was_not_given_is_refused_and_nothing_reaches_it() {
+    let elsewhere = Cluster::start().await;
+    let standby = Cluster::start_with(|a| a.redirect_to = Some(elsewhere.server.addr.to_string())).await;
+    let client = SchedulerClient::new(&standby.url(), Some(("mpi".into(), "s3cret".into())));
+    let refused = tokio::time::timeout(DEADLINE, client.subscribe(FrameworkInfo::new("root", "r", &["mpi"])))
+        .await
+        .expect("answered in time")
+        .err()
+        .expect("the redirect is not followed");
+    let message = refused.to_string();
+    assert!(
+        matches!(refused, ClientError::RedirectRefused { reason: RedirectRefusal::NotAMaster { .. }, .. }),
+        "{message}"
+    );
+    assert!(message.contains(&elsewhere.server.addr.to_string()) && message.contains(&standby.url()), "{message}");
+    assert_eq!(client.endpoint().url(), format!("{}/api/v1/scheduler", standby.url()), "still the configured master");
+    let state = elsewhere.state().await;
+    assert_eq!(state["frameworks"], json!([]), "the credentials never reached the master the client was not given");
 }
 
 #[tokio::test]

@@ -40,6 +40,9 @@ async fn an_agent_without_credentials_gets_401_and_with_them_it_registers_and_ru
     let refused = wrong.subscribe(agent_info("nobody"), Vec::new()).await.err().expect("no SUBSCRIBED");
     assert_eq!(refused.status(), Some(401), "{refused}");
     assert!(refused.to_string().contains("principal 'agent'"), "{refused}");
+    let one_letter_off = AgentClient::new(&c.url(), credential("agent", "s3creT"));
+    let refused = one_letter_off.subscribe(agent_info("nobody"), Vec::new()).await.err().expect("no SUBSCRIBED");
+    assert_eq!(refused.status(), Some(401), "a secret of the right length but one byte off: {refused}");
 
     // The metrics need the credentials too; the probes are open to any supervisor.
     let http = reqwest::Client::new();
@@ -118,4 +121,15 @@ async fn listening_beyond_loopback_without_tls_or_credentials_is_refused_naming_
     let running = mpiswarm_offers::start(args).await.expect("TLS and credentials: it starts");
     assert!(running.url().starts_with("https://0.0.0.0:"));
     within("the offer layer to stop", running.stop()).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_credentials_file_with_an_empty_secret_is_refused_at_start_up_naming_the_file() {
+    let pki = TestPki::new();
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = common::args(dir.path());
+    let creds = pki.credentials_file("agent", "");
+    args.credentials = Some(creds.clone());
+    let err = mpiswarm_offers::start(args).await.err().expect("refused").to_string();
+    assert!(err.contains(&creds.display().to_string()) && err.contains("'agent' an empty secret"), "{err}");
 }

@@ -1,5 +1,6 @@
 //! Optional HTTP basic authentication of frameworks and agents
-//! (`--credentials FILE`, Mesos' credentials JSON format).
+//! (`--credentials FILE`, Mesos' credentials JSON format). A secret is
+//! compared only by `mpiswarm_guard::secret_eq`, in constant time.
 
 use super::Shared;
 use axum::body::Body;
@@ -24,7 +25,9 @@ pub async fn basic_auth(State(shared): State<Arc<Shared>>, req: Request<Body>, n
         return next.run(req).await;
     };
     match principal_and_secret(&req) {
-        Some((p, s)) if credentials.get(&p).is_some_and(|secret| *secret == s) => next.run(req).await,
+        Some((p, s)) if credentials.get(&p).is_some_and(|secret| mpiswarm_guard::secret_eq(&s, secret)) => {
+            next.run(req).await
+        }
         given => {
             let why = match given {
                 Some((p, _)) => format!("Authentication failed for principal '{p}'"),

@@ -1,0 +1,132 @@
+//! Which redirect a Mesos client follows. A non-leading master answers 307
+//! with the leader in `Location` (Mesos writes it protocol-relative,
+//! `//HOST:PORT/PATH`); the client follows it only
+//!
+//! - with the scheme it was configured with: never from https to http (a
+//!   protocol-relative `Location` keeps the scheme), and
+//! - to one of [`Masters`]: the master it was configured with and the other
+//!   replicas it was told of (an offer layer with several replicas).
+//!
+//! Since calls only ever go to a master of that set, the credentials they
+//! carry are only ever sent to one. This module owns the rule and must
+//! never do I/O; [`crate::client`] asks it before each redirect it follows.
+
+/// The scheme, host and port a URL reaches (the port filled in from the
+/// scheme when the URL leaves it out).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Origin {
+    scheme: String,
+    host: String,
+    port: u16,
+}
+
+impl Origin {
+    fn of(url: &str) -> Option<Self> {
+        let url = reqwest::Url::parse(url).ok()?;
+        let host = url.host_str()?.to_ascii_lowercase();
+        Some(Self { scheme: url.scheme().to_owned(), host, port: url.port_or_known_default()? })
+    }
+}
+
+/// Why a redirect was not followed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RedirectRefusal {
+    #[error("its Location is neither //HOST:PORT/PATH nor an absolute http(s) URL")]
+    Unusable,
+    #[error("it leaves {from} for {to}; a redirect is only followed within one scheme")]
+    SchemeChanged { from: String, to: String },
+    #[error(
+        "it is not one of the masters this client was configured with ({allowed}); if it is a replica of the offer layer, configure the client with it"
+    )]
+    NotAMaster { allowed: String },
+}
+
+/// The masters a client may be redirected to: the configured one first,
+/// then the other replicas.
+#[derive(Debug, Clone)]
+pub struct Masters {
+    origins: Vec<Origin>,
+    shown: Vec<String>,
+}
+
+impl Masters {
+    /// Only the master at `configured` (e.g. `https://offers:5050`).
+    pub fn new(configured: &str) -> Self {
+        Self { origins: vec![], shown: vec![] }.with(configured)
+    }
+
+    /// Also the replica at `base`. A base that is not a URL allows nothing.
+    pub fn with(mut self, base: &str) -> Self {
+        if let Some(origin) = Origin::of(base) {
+            self.origins.push(origin);
+        }
+        self.shown.push(base.to_owned());
+        self
+    }
+
+    /// The URL to call instead of `current` when it answered a redirect to
+    /// `location`, or why the redirect is not followed.
+    pub fn follow(&self, current: &str, location: &str) -> Result<String, RedirectRefusal> {
+        let from = Origin::of(current).ok_or(RedirectRefusal::Unusable)?;
+        let next = if let Some(rest) = location.strip_prefix("//") {
+            format!("{}://{rest}", from.scheme)
+        } else if location.starts_with("http://") || location.starts_with("https://") {
+            location.to_owned()
+        } else {
+            return Err(RedirectRefusal::Unusable);
+        };
+        let to = Origin::of(&next).ok_or(RedirectRefusal::Unusable)?;
+        if to.scheme != from.scheme {
+            return Err(RedirectRefusal::SchemeChanged { from: from.scheme, to: to.scheme });
+        }
+        if !self.origins.contains(&to) {
+            return Err(RedirectRefusal::NotAMaster { allowed: self.shown.join(", ") });
+        }
+        Ok(next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCHEDULER: &str = "/api/v1/scheduler";
+
+    #[test]
+    fn a_protocol_relative_location_to_a_known_replica_keeps_the_scheme() {
+        let masters = Masters::new("https://a:5050").with("https://b:5051");
+        let next = masters.follow(&format!("https://a:5050{SCHEDULER}"), &format!("//b:5051{SCHEDULER}"));
+        assert_eq!(next.as_deref(), Ok("https://b:5051/api/v1/scheduler"));
+        let back = masters.follow(&format!("https://b:5051{SCHEDULER}"), &format!("https://A:5050{SCHEDULER}"));
+        assert_eq!(back.as_deref(), Ok("https://A:5050/api/v1/scheduler"), "host names compare without case");
+        let default_port = Masters::new("http://a").follow("http://a/x", "//a:80/x");
+        assert_eq!(default_port.as_deref(), Ok("http://a:80/x"));
+    }
+
+    #[test]
+    fn a_redirect_from_https_to_http_is_refused_even_to_the_configured_master() {
+        let masters = Masters::new("https://a:5050").with("http://a:5050");
+        let refused = masters.follow(&format!("https://a:5050{SCHEDULER}"), &format!("http://a:5050{SCHEDULER}"));
+        assert_eq!(refused, Err(RedirectRefusal::SchemeChanged { from: "https".into(), to: "http".into() }));
+    }
+
+    #[test]
+    fn a_redirect_to_a_master_not_configured_is_refused_naming_the_configured_ones() {
+        let masters = Masters::new("http://a:5050");
+        let refused =
+            masters.follow(&format!("http://a:5050{SCHEDULER}"), &format!("//evil:5050{SCHEDULER}")).unwrap_err();
+        assert_eq!(refused, RedirectRefusal::NotAMaster { allowed: "http://a:5050".into() });
+        assert!(refused.to_string().contains("configure the client with it"), "{refused}");
+        let other_port = masters.follow("http://a:5050/x", "//a:5051/x");
+        assert!(matches!(other_port, Err(RedirectRefusal::NotAMaster { .. })), "a port is part of a master");
+    }
+
+    #[test]
+    fn a_relative_or_garbled_location_is_refused() {
+        let masters = Masters::new("http://a:5050");
+        assert_eq!(masters.follow("http://a:5050/x", "/relative"), Err(RedirectRefusal::Unusable));
+        assert_eq!(masters.follow("http://a:5050/x", ""), Err(RedirectRefusal::Unusable));
+        assert_eq!(masters.follow("http://a:5050/x", "//"), Err(RedirectRefusal::Unusable));
+        assert_eq!(masters.follow("http://a:5050/x", "ftp://a:5050/x"), Err(RedirectRefusal::Unusable));
+    }
+}
