@@ -83,10 +83,14 @@ where
     Ok(tokio::runtime::Runtime::new()?.block_on(component)?)
 }
 
+/// Logs go to stderr, coloured only on a terminal: redirected into a file
+/// (`up.log`, `up --split`'s `logs/NAME.log`, a test's log) or a pipe they
+/// are read in pagers and editors, where ANSI escapes are noise.
 fn init_tracing() {
+    use std::io::IsTerminal;
     use tracing_subscriber::{EnvFilter, fmt};
     let filter = EnvFilter::try_from_env("MPISWARM_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    fmt().with_env_filter(filter).with_ansi(std::io::stderr().is_terminal()).with_writer(std::io::stderr).init();
 }
 
 #[cfg(test)]

@@ -161,7 +161,8 @@ fn describe(job: &MpiJob) -> String {
             format!(" [{} on {}]", p.policy, nodes.join(" "))
         })
         .unwrap_or_default();
-    format!("{}: {phase}{placement} {}", job.name_any(), st.message.unwrap_or_default())
+    let message = st.message.filter(|m| !m.is_empty()).map(|m| format!(" {m}")).unwrap_or_default();
+    format!("{}: {phase}{placement}{message}", job.name_any())
 }
 
 async fn wait_gone(jobs: &Api<MpiJob>, name: &str) -> Result<()> {
@@ -203,4 +204,36 @@ pub async fn status(args: StatusArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mpiswarm_crds::MpiJobStatus;
+
+    fn job(status: Option<MpiJobStatus>) -> MpiJob {
+        const PI: &str = "apiVersion: mpiswarm.io/v1alpha1\nkind: MpiJob\nmetadata: {name: pi}\n\
+                          spec: {image: mpiswarm/openmpi:0.1.0, command: [pi], ranks: 4}\n";
+        let mut job = mpiswarm_crds::parse_manifest(PI).expect("a minimal MpiJob parses");
+        job.status = status;
+        job
+    }
+
+    /// A job without a message yet: no trailing space after its phase.
+    #[test]
+    fn a_line_without_a_message_ends_with_the_phase() {
+        assert_eq!(describe(&job(None)), "pi: Submitted");
+        let running = MpiJobStatus { phase: Some(Phase::Running), ..Default::default() };
+        assert_eq!(describe(&job(Some(running))), "pi: Running");
+    }
+
+    #[test]
+    fn a_message_follows_the_phase_after_one_space() {
+        let st = MpiJobStatus {
+            phase: Some(Phase::Pending),
+            message: Some("waiting for offers".into()),
+            ..Default::default()
+        };
+        assert_eq!(describe(&job(Some(st))), "pi: Pending waiting for offers");
+    }
 }

@@ -4,8 +4,9 @@
 //! `up` starts it again on the same port with the same registry (the agent
 //! comes back under its agent id, the controller under its framework id),
 //! and a job then runs to the end. With `up` itself killed, `mpiswarm down`
-//! still stops every component it had started. Uses the local engine as a
-//! single-node swarm; needs the rank image of `make images`.
+//! still stops every component it had started. Every component's log
+//! (DATA/logs/NAME.log) is plain text, without ANSI escapes. Uses the local
+//! engine as a single-node swarm; needs the rank image of `make images`.
 
 mod up;
 
@@ -135,6 +136,13 @@ fn split_components_restart_alone_with_their_port_and_ids_and_down_stops_them_al
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}\n{}", up.log());
     assert!(stdout.contains("pi: 3.1"), "{stdout}");
+
+    // Each component's log, written for people, is plain text.
+    for (name, ..) in &restarted {
+        let log = std::fs::read_to_string(dir.join(format!("logs/{name}.log"))).expect("the component's log");
+        assert!(log.contains(" INFO "), "logs/{name}.log holds {name}'s log:\n{log}");
+        assert!(!log.contains("\x1b["), "logs/{name}.log holds ANSI escapes:\n{log}");
+    }
 
     // `up` itself killed: its components run on, and down stops them all.
     kill_9(up.child.id());
