@@ -95,10 +95,12 @@ impl Objects {
         agent_id: &str,
         name: &str,
     ) -> Result<Vec<String>, SwarmError> {
+        // Listed before it goes, for its id and what it uses; not listed
+        // when a removal under way (the resync's of a task that ended, met
+        // by a KILL) got there first: its containers are still waited for.
         let service = swarm.services(agent_id).await?.into_iter().find(|s| service_name(s) == Some(name));
         swarm.remove_service(name).await?;
         self.collect_later();
-        let Some(service) = service else { return Ok(Vec::new()) };
         let deadline = tokio::time::Instant::now() + GONE_DEADLINE;
         let late = |what: &str| {
             tracing::warn!(
@@ -107,21 +109,23 @@ impl Objects {
                 GONE_DEADLINE.as_secs()
             );
         };
-        if let Some(id) = &service.id {
-            while swarm.service_left(node_id, id).await? {
-                if tokio::time::Instant::now() >= deadline {
-                    late("its containers are");
-                    return Ok(Vec::new());
-                }
-                tokio::time::sleep(GONE_POLL).await;
+        let id = service.as_ref().and_then(|s| s.id.as_deref());
+        while swarm.service_left(node_id, name, id).await? {
+            if tokio::time::Instant::now() >= deadline {
+                late("its containers are");
+                return Ok(Vec::new());
             }
+            tokio::time::sleep(GONE_POLL).await;
         }
-        let used: HashSet<String> = references(&service).collect();
+        // What it used; unknown when it was not listed: then every object
+        // still busy may be one of them.
+        let used: Option<HashSet<String>> = service.as_ref().map(|s| references(s).collect());
+        let mine = |o: &Owned| used.as_ref().is_none_or(|u| u.contains(&o.id) || u.contains(&o.name));
         let mut removed = Vec::new();
         loop {
             let collected = self.collect(swarm, agent_id).await?;
             removed.extend(collected.removed);
-            if !collected.busy.iter().any(|o| used.contains(&o.id) || used.contains(&o.name)) {
+            if !collected.busy.iter().any(mine) {
                 return Ok(removed);
             }
             if tokio::time::Instant::now() >= deadline {

@@ -100,7 +100,22 @@ fn up_run_logs_and_down_through_the_binary() {
                 left.extend(String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned));
             }
         }
-        assert!(left.is_empty(), "left behind right after {what}: {left:?}");
+        if !left.is_empty() {
+            let described: Vec<String> = left
+                .iter()
+                .filter_map(|l| l.strip_prefix("container "))
+                .map(|id| {
+                    let format = "{{.Name}} {{.State.Status}} task {{index .Config.Labels \"mpiswarm.io/task-id\"}}";
+                    text(&docker(&["inspect", "--format", format, id])).0.trim().to_owned()
+                })
+                .collect();
+            let log = stack.log();
+            let tail: Vec<&str> = log.lines().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect();
+            panic!(
+                "left behind right after {what}: {left:?}\ncontainers: {described:?}\nstack log:\n{}",
+                tail.join("\n")
+            );
+        }
     };
 
     // A running job is gone from the engine when its deletion returns:
