@@ -153,5 +153,6 @@ fn up_run_logs_and_down_through_the_binary() {
     let down = mpiswarm(&["down"], data);
     assert!(down.status.success(), "{:?}", text(&down));
     assert!(!data.join("stack.json").exists(), "down removes the stack file");
+    eprintln!("mpiswarm down said: {}", text(&down).1);
     left("mpiswarm down");
 }
