@@ -31,6 +31,7 @@ fn main() {
                 bad_input::none_disturbs_a_job_beside,
             ),
             ("examples::network_yaml_runs_hpcc_across_the_nodes", examples::network_yaml_runs_hpcc_across_the_nodes),
+            ("examples::mpich_yaml_runs_pi_on_2_nodes", examples::mpich_yaml_runs_pi_on_2_nodes),
             ("load::hundred_jobs_under_weights_2_to_1", load::hundred_jobs_under_weights_2_to_1),
         ],
     )
