@@ -97,9 +97,10 @@ crds: ## regenerate crds/mpijob.yaml (and its copy manifests/10-crd.yaml) from t
 	$(MPISWARM) crd > crds/mpijob.yaml
 	cp crds/mpijob.yaml manifests/10-crd.yaml
 
-images: ## build the rank image mpiswarm/openmpi, the node image mpiswarm/node and mpiswarm/mpiswarm (the binary) (cached: seconds when nothing changed)
+images: ## build the rank image mpiswarm/openmpi, the node image mpiswarm/node, the stock MPICH image mpiswarm/debian-mpich and mpiswarm/mpiswarm (the binary) (cached: seconds when nothing changed)
 	$(MPISWARM) images build
 	$(MPISWARM) images build --node
+	$(MPISWARM) images build --mpich
 	$(MPISWARM) images build --mpiswarm
 
 run: ## run examples/pi.yaml to completion on the one-machine stack (starts and stops one if none runs)

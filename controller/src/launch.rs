@@ -164,6 +164,12 @@ impl Gang<'_> {
                         "ssh",
                         "-iface",
                         OVERLAY_INTERFACE,
+                        // -iface binds Hydra only; Debian's MPICH moves data
+                        // with UCX (ch4:ucx), which otherwise also offers
+                        // docker_gwbridge (eth1), unreachable across nodes.
+                        "-genv",
+                        "UCX_NET_DEVICES",
+                        OVERLAY_INTERFACE,
                     ]
                     .map(String::from),
                 );
@@ -426,7 +432,9 @@ mod tests {
         assert_eq!(gang.hostfile(), "worker-0:1\nworker-1:1\n");
         let line = gang.launcher_command();
         assert!(
-            line.contains("mpiexec -f /etc/mpi/hostfile -n 2 -launcher ssh -iface eth0 -envlist A,B prog"),
+            line.contains(
+                "mpiexec -f /etc/mpi/hostfile -n 2 -launcher ssh -iface eth0 -genv UCX_NET_DEVICES eth0 -envlist A,B prog"
+            ),
             "{line}"
         );
     }

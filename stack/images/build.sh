@@ -10,7 +10,12 @@
 # Rootfs tarballs are keyed by suite, mirror and package list, so a new CI run
 # on this machine reuses them while a fresh machine builds them.
 #
-# usage: build.sh [--force] [--node | --mpiswarm BINARY] VERSION
+# usage: build.sh [--force] [--node | --mpich | --mpiswarm BINARY] VERSION
+#   --mpich builds mpiswarm/debian-mpich:bookworm instead: stock Debian with
+#   mpich and openssh-server and nothing of mpiswarm's but the example
+#   program pi (pi.c compiled against MPICH in a builder rootfs, the binary
+#   only in the image: the Dockerfile's stage pi), for MPICH jobs
+#   (examples/mpich.yaml).
 #   --node builds mpiswarm/node:<version> instead: a Docker engine to run as a
 #   swarm node in a container (docker.io, iptables, iproute2, procps).
 #   --mpiswarm BINARY builds mpiswarm/mpiswarm:<version> instead: the runtime
@@ -27,13 +32,14 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --force) force=--force ;;
         --node) what=node ;;
+        --mpich) what=mpich ;;
         --mpiswarm) what=mpiswarm; binary=${2:-}; shift ;;
         -*) echo "build.sh: unknown option $1" >&2; exit 64 ;;
         *) version=$1 ;;
     esac
     shift
 done
-[ -n "$version" ] || { echo "usage: build.sh [--force] [--node | --mpiswarm BINARY] VERSION" >&2; exit 64; }
+[ -n "$version" ] || { echo "usage: build.sh [--force] [--node | --mpich | --mpiswarm BINARY] VERSION" >&2; exit 64; }
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${MPISWARM_CACHE_DIR:-/var/cache/mpiswarm}
 mirror=${MPISWARM_DEBIAN_MIRROR:-http://deb.debian.org/debian}
@@ -42,11 +48,17 @@ image=mpiswarm/openmpi:${version}
 node_image=mpiswarm/node:${version}
 mpiswarm_image=mpiswarm/mpiswarm:${version}
 stock_image=mpiswarm/debian-openmpi:bookworm
+mpich_image=mpiswarm/debian-mpich:bookworm
 
 runtime_packages=openmpi-bin,openssh-server,openssh-client,iproute2,procps,hpcc,ca-certificates
 # libopenmpi-dev needs automake through libltdl-dev, which debootstrap does not resolve.
 builder_packages=${runtime_packages},gcc,libc6-dev,libopenmpi-dev,automake
 node_packages=docker.io,iptables,iproute2,procps,ca-certificates
+# Debian's MPICH (4.0.2, Hydra's mpiexec and hydra_pmi_proxy) in place of
+# Open MPI; libmpich-dev brings mpicc (and, by its dependencies, g++ and
+# gfortran) to the builder only; automake as above for libltdl-dev.
+mpich_runtime_packages=mpich,openssh-server,openssh-client,iproute2,procps,ca-certificates
+mpich_builder_packages=${mpich_runtime_packages},gcc,libc6-dev,libmpich-dev,automake
 
 log() { echo "images: $*" >&2; }
 
@@ -70,7 +82,8 @@ fi
 inputs_hash() {
     (
         cd "$here"
-        printf '%s\n' "$version" "$suite" "$mirror" "$runtime_packages" "$builder_packages" "$node_packages"
+        printf '%s\n' "$version" "$suite" "$mirror" "$runtime_packages" "$builder_packages" "$node_packages" \
+            "$mpich_runtime_packages" "$mpich_builder_packages"
         sha256sum build.sh Dockerfile pi.c mpiswarm-rank mpiswarm-hpcc mpiswarm-node sshd-mpiswarm.conf ssh-mpiswarm.conf hpccinf.txt
     ) | sha256sum | cut -c1-16
 }
@@ -142,6 +155,19 @@ if [ "$what" = node ]; then
         --label "mpiswarm.io/component=node-image" -t "$node_image" "$context" >&2
     rm -rf "$context"
     echo "$node_image"
+    exit 0
+fi
+if [ "$what" = mpich ]; then
+    up_to_date "$mpich_image"
+    mpich_runtime=$(rootfs mpich-runtime "$mpich_runtime_packages")
+    mpich_builder=$(rootfs mpich-builder "$mpich_builder_packages")
+    log "building $mpich_image (inputs $hash)"
+    # Only the stage pi: MPICH's runtime and the program, nothing of the rank image.
+    DOCKER_BUILDKIT=0 docker build -q --target pi \
+        --build-arg "BUILDER=$mpich_builder" --build-arg "RUNTIME=$mpich_runtime" \
+        --label "mpiswarm.io/inputs=$hash" --label "mpiswarm.io/component=mpich-image" \
+        -t "$mpich_image" "$here" >&2
+    echo "$mpich_image"
     exit 0
 fi
 if [ "$what" = mpiswarm ]; then

@@ -28,6 +28,11 @@ pub const MPISWARM_IMAGE: &str = concat!("mpiswarm/mpiswarm:", env!("CARGO_PKG_V
 /// tagged by every rank image build (`examples/stock-image.yaml`).
 pub const STOCK_IMAGE: &str = "mpiswarm/debian-openmpi:bookworm";
 
+/// The stock Debian image with MPICH and sshd (`images build --mpich`):
+/// nothing of mpiswarm's but the example program `pi` built against MPICH
+/// (`examples/mpich.yaml`).
+pub const MPICH_IMAGE: &str = "mpiswarm/debian-mpich:bookworm";
+
 /// The files of the build context, byte for byte: `build.sh` hashes them, so
 /// an embedded copy and a checkout produce the same cache key. All but the
 /// rank bootstrap are this crate's `images/`.
@@ -67,8 +72,12 @@ pub enum ImagesCommand {
         force: bool,
         /// Build mpiswarm/node:<version> instead: a Docker engine to run as a
         /// swarm node inside a container, for a multi-node swarm on one machine.
-        #[arg(long, conflicts_with = "mpiswarm")]
+        #[arg(long, conflicts_with_all = ["mpiswarm", "mpich"])]
         node: bool,
+        /// Build mpiswarm/debian-mpich:bookworm instead: stock Debian with
+        /// MPICH and sshd, and the example program pi built against MPICH.
+        #[arg(long, conflicts_with = "mpiswarm")]
+        mpich: bool,
         /// Build mpiswarm/mpiswarm:<version> instead: this very binary on the
         /// rank image's runtime rootfs, for manifests/ and the agents' stack.
         #[arg(long)]
@@ -100,10 +109,13 @@ pub enum ImagesError {
 
 pub async fn run(args: ImagesArgs) -> Result<(), ImagesError> {
     match args.command {
-        ImagesCommand::Build { tag, force, node: _, mpiswarm: true } => {
+        ImagesCommand::Build { tag, force, mpiswarm: true, .. } => {
             println!("{}", build_mpiswarm(&tag, force).await?);
         }
-        ImagesCommand::Build { tag, force, node, mpiswarm: false } => {
+        ImagesCommand::Build { tag, force, mpich: true, .. } => {
+            println!("{}", run_recipe(&tag, force, &["--mpich"]).await?);
+        }
+        ImagesCommand::Build { tag, force, node, mpich: false, mpiswarm: false } => {
             let image = build(&tag, force, node).await?;
             println!("{image}");
         }
@@ -216,13 +228,16 @@ mod tests {
     fn the_subcommands_fit_a_binary_that_propagates_version() {
         Binary::command().debug_assert();
         let parsed = Binary::try_parse_from(["mpiswarm", "images", "build", "--tag", "9.9", "--node"]).unwrap();
-        let Sub::Images(ImagesArgs { command: ImagesCommand::Build { tag, node, force, mpiswarm } }) = parsed.command
+        let Sub::Images(ImagesArgs { command: ImagesCommand::Build { tag, node, force, mpiswarm, mpich } }) =
+            parsed.command
         else {
             panic!("parsed as something else");
         };
-        assert_eq!((tag.as_str(), node, force, mpiswarm), ("9.9", true, false, false));
-        let both = Binary::try_parse_from(["mpiswarm", "images", "build", "--node", "--mpiswarm"]);
-        assert!(both.is_err(), "one image at a time");
+        assert_eq!((tag.as_str(), node, force, mpiswarm, mpich), ("9.9", true, false, false, false));
+        for pair in [["--node", "--mpiswarm"], ["--node", "--mpich"], ["--mpich", "--mpiswarm"]] {
+            let both = Binary::try_parse_from(["mpiswarm", "images", "build", pair[0], pair[1]]);
+            assert!(both.is_err(), "one image at a time: {pair:?}");
+        }
     }
 
     #[test]

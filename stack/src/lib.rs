@@ -31,5 +31,5 @@ pub mod up;
 pub use components::UpArgs;
 pub use down::DownArgs;
 pub use error::StackError;
-pub use images::{ImagesArgs, MPISWARM_IMAGE, NODE_IMAGE, RANK_IMAGE, STOCK_IMAGE};
+pub use images::{ImagesArgs, MPICH_IMAGE, MPISWARM_IMAGE, NODE_IMAGE, RANK_IMAGE, STOCK_IMAGE};
 pub use stack_file::{DEFAULT_DATA_DIR, StackFile};

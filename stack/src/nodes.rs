@@ -342,11 +342,12 @@ async fn shape(node: &Node, mbit: u32) -> Result<()> {
 }
 
 /// The images jobs use, copied into every node that lacks them (no registry
-/// to pull from): the rank image, and if built the stock Debian image and
-/// the mpiswarm image (for agents deployed as a stack, manifests/).
+/// to pull from): the rank image, and if built the stock Debian images (Open
+/// MPI and MPICH) and the mpiswarm image (for agents deployed as a stack,
+/// manifests/).
 async fn load_images(nodes: &[Node]) -> Result<()> {
     let mut images = vec![crate::images::RANK_IMAGE.to_owned()];
-    for optional in [crate::images::STOCK_IMAGE, crate::images::MPISWARM_IMAGE] {
+    for optional in [crate::images::STOCK_IMAGE, crate::images::MPICH_IMAGE, crate::images::MPISWARM_IMAGE] {
         if docker(&["image", "inspect", optional]).await.is_ok() {
             images.push(optional.to_owned());
         }
