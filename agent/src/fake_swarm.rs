@@ -81,9 +81,6 @@ impl Swarm for FakeSwarm {
     async fn tasks(&self, _: &str) -> Result<Vec<Task>, SwarmError> {
         Ok(vec![])
     }
-    async fn service_left(&self, _: &str, _: &str, _: Option<&str>) -> Result<bool, SwarmError> {
-        Ok(false)
-    }
     async fn owned(&self, kind: ObjectKind, _: &str) -> Result<Vec<crate::swarm::Owned>, SwarmError> {
         let k = match kind {
             ObjectKind::Network => "network",

@@ -72,12 +72,13 @@ impl<S: Swarm + 'static> Agent<S> {
                         Err(e) => tracing::debug!(error = %e, "no logs"),
                     }
                 }
-                // The framework hears of the end once Swarm is done with
-                // the service (a KILL meanwhile removes it just the same).
-                if let Err(e) = self.remove_service(&name).await {
+                if !self.tasks.transition_from(&name, last, observed) {
+                    continue;
+                }
+                if let Err(e) = self.swarm.remove_service(&name).await {
                     tracing::warn!(service = name, error = %e, "could not remove a finished service");
                 }
-                self.tasks.transition_from(&name, last, observed);
+                self.objects.collect_later();
             } else {
                 self.tasks.transition_from(&name, last, observed);
             }
@@ -114,24 +115,13 @@ impl<S: Swarm + 'static> Agent<S> {
     pub(crate) async fn collect_garbage(&self) {
         let Some(agent_id) = self.agent_id() else { return };
         match self.objects.collect(&*self.swarm, &agent_id.value).await {
-            Ok(collected) => self.removed_objects(&collected.removed),
+            Ok(collected) => {
+                if !collected.removed.is_empty() {
+                    self.counters.objects_removed.inc_by(collected.removed.len() as u64);
+                    tracing::info!(removed = ?collected.removed, "removed unused swarm objects");
+                }
+            }
             Err(e) => tracing::warn!(error = %e, "garbage collection failed; retrying at the next resync"),
-        }
-    }
-
-    /// Removes a task's service and returns once Swarm is done with it (see
-    /// [`crate::launch::Objects::remove_service`]).
-    pub(crate) async fn remove_service(&self, name: &str) -> Result<(), SwarmError> {
-        let Some(agent_id) = self.agent_id() else { return self.swarm.remove_service(name).await };
-        let removed = self.objects.remove_service(&*self.swarm, &self.node_id, &agent_id.value, name).await?;
-        self.removed_objects(&removed);
-        Ok(())
-    }
-
-    fn removed_objects(&self, removed: &[String]) {
-        if !removed.is_empty() {
-            self.counters.objects_removed.inc_by(removed.len() as u64);
-            tracing::info!(?removed, "removed unused swarm objects");
         }
     }
 }
