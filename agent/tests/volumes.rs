@@ -12,8 +12,31 @@ use support::{RANK_IMAGE, harness, harness_with};
 struct NamedVolume(String);
 
 impl Drop for NamedVolume {
+    /// Docker refuses to remove a volume while a container uses it, also a
+    /// stopped one (`-f` does not change that), and Swarm removes a task's
+    /// container only after its service went: try again until it is gone,
+    /// and fail the test (unless it fails already) if it stays.
     fn drop(&mut self) {
-        let _ = std::process::Command::new("docker").args(["volume", "rm", "-f", &self.0]).output();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let out = std::process::Command::new("docker").args(["volume", "rm", &self.0]).output();
+            let refusal = match out {
+                Ok(o) if o.status.success() => return,
+                Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_owned(),
+                Err(e) => format!("docker CLI: {e}"),
+            };
+            if refusal.to_lowercase().contains("no such volume") {
+                return;
+            }
+            if std::time::Instant::now() > deadline {
+                if !std::thread::panicking() {
+                    panic!("volume {} is left behind: {refusal}", self.0);
+                }
+                eprintln!("volume {} is left behind: {refusal}", self.0);
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
     }
 }
 
