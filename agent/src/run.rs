@@ -16,7 +16,7 @@ use mpiswarm_mesos::AgentId;
 use mpiswarm_mesos::agent_api::{AgentInfo, Event, ReportedTask};
 use mpiswarm_mesos::agent_session::{self, AgentSide, Outgoing, SessionConfig};
 use mpiswarm_mesos::client::AgentClient;
-use mpiswarm_mesos::client::args::AgentMasterArgs;
+use mpiswarm_mesos::client::args::{AgentCredentialArgs, AgentMasterArgs};
 use mpiswarm_mesos::credential::Credential;
 use mpiswarm_mesos::tls::{self, CaFile};
 use tokio::signal::unix::{SignalKind, signal};
@@ -89,16 +89,10 @@ pub struct AgentArgs {
     /// Without it, host paths are refused.
     #[arg(long = "allow-host-path-prefix", env = "MPISWARM_AGENT_ALLOW_HOST_PATH_PREFIXES", value_delimiter = ',')]
     pub allow_host_path_prefixes: Vec<PathBuf>,
-    /// Principal to authenticate as to the master (HTTP basic, with --secret-file).
-    #[arg(long, env = "MPISWARM_AGENT_PRINCIPAL")]
-    pub principal: Option<String>,
-    /// File holding the principal's secret (e.g. a Docker secret in /run/secrets).
-    #[arg(long, env = "MPISWARM_AGENT_SECRET_FILE")]
-    pub secret_file: Option<PathBuf>,
-    /// A Mesos credential file instead of --principal/--secret-file:
-    /// `{"principal":"...","secret":"..."}` or `PRINCIPAL SECRET`.
-    #[arg(long, env = "MPISWARM_AGENT_CREDENTIAL", conflicts_with_all = ["principal", "secret_file"])]
-    pub credential: Option<PathBuf>,
+    /// `--principal` with `--secret-file`, or `--credential`, declared with
+    /// `mpiswarm logs`' in `mpiswarm_mesos`.
+    #[command(flatten)]
+    pub credential: AgentCredentialArgs,
     /// PEM certificate to serve the agent's endpoints over HTTPS; with --tls-key.
     #[arg(long, env = "MPISWARM_AGENT_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -235,8 +229,7 @@ impl Security {
     /// Reads every file the flags name and applies the loopback rule, before
     /// anything touches Docker.
     fn from_args(args: &AgentArgs) -> Result<Self, AgentError> {
-        let credential =
-            Credential::from_flags(args.principal.as_deref(), args.secret_file.as_deref(), args.credential.as_deref())?;
+        let credential = args.credential.read()?;
         let ca = args.master.ca()?;
         let tls = tls::server_config_from_flags(args.tls_cert.as_deref(), args.tls_key.as_deref())?;
         tls::check_listen(

@@ -12,7 +12,6 @@
 //! a whole, and an agent beyond loopback serves HTTPS only.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -22,8 +21,8 @@ use kube::api::Api;
 use mpiswarm_controller::framework_id::{CONFIG_MAP, MASTER_KEY};
 use mpiswarm_controller::names::{TaskName, TaskRole};
 use mpiswarm_crds::MpiJob;
+use mpiswarm_mesos::client::args::{CredentialArgs, LookupMasterArgs};
 use mpiswarm_mesos::credential::Credential;
-use mpiswarm_mesos::tls::CaFile;
 
 use crate::run::Target;
 
@@ -43,23 +42,14 @@ pub struct LogsArgs {
     /// Namespace of the controller's framework ConfigMap.
     #[arg(long, default_value = "default")]
     pub controller_namespace: String,
-    /// The master to ask where agents are, instead of the one the controller
-    /// recorded (which may be the controller pod's own loopback).
-    #[arg(long, env = "MPISWARM_MASTER")]
-    pub master: Option<String>,
-    /// PEM CA certificate(s) to trust for an https master and its agents (instead of the public roots).
-    #[arg(long, env = "MPISWARM_CA_FILE")]
-    pub ca_file: Option<PathBuf>,
-    /// A Mesos credential file for the master and the agents:
-    /// `{"principal":"...","secret":"..."}` or `PRINCIPAL SECRET`.
-    #[arg(long, env = "MPISWARM_CREDENTIAL")]
-    pub credential: Option<PathBuf>,
-    /// Principal to authenticate as (with --secret-file), instead of --credential.
-    #[arg(long, env = "MPISWARM_PRINCIPAL")]
-    pub principal: Option<String>,
-    /// File holding the principal's secret (e.g. a mounted Secret).
-    #[arg(long, env = "MPISWARM_SECRET_FILE")]
-    pub secret_file: Option<PathBuf>,
+    /// `--master` (by default the one the controller recorded, which may be
+    /// the controller pod's own loopback) and `--ca-file`, for the master
+    /// and its agents.
+    #[command(flatten)]
+    pub master: LookupMasterArgs,
+    /// How to authenticate to the master and the agents.
+    #[command(flatten)]
+    pub credential: CredentialArgs,
     #[command(flatten)]
     pub target: Target,
 }
@@ -74,9 +64,8 @@ struct Mesos {
 impl Mesos {
     /// Reads the files the flags name before anything is asked of the cluster.
     fn from_args(args: &LogsArgs) -> Result<Self> {
-        let credential =
-            Credential::from_flags(args.principal.as_deref(), args.secret_file.as_deref(), args.credential.as_deref())?;
-        let ca = args.ca_file.as_deref().map(CaFile::read).transpose()?;
+        let credential = args.credential.read()?;
+        let ca = args.master.ca()?;
         Ok(Self { http: mpiswarm_mesos::tls::http_client(ca.as_ref()), credential })
     }
 
@@ -132,8 +121,8 @@ pub async fn run(args: LogsArgs) -> Result<()> {
     })?;
     let data = cm.data.unwrap_or_default();
     let framework = data.get("frameworkId").context("the controller has not subscribed yet")?.clone();
-    let master = match &args.master {
-        Some(m) => m.clone(),
+    let master = match args.master.given() {
+        Some(m) => m.to_owned(),
         None => data.get(MASTER_KEY).context("the controller did not record its master: pass --master")?.clone(),
     };
     let agent = agent_url(&mesos, &master, &node.agent_id).await?;

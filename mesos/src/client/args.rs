@@ -1,19 +1,22 @@
 //! The flags of a client of a Mesos master, declared once: where the master
-//! is (`--master`) and the CA its certificate must chain to (`--ca-file`).
+//! is (`--master`), the CA its certificate must chain to (`--ca-file`), and
+//! the credential the client proves itself with ([`CredentialArgs`]).
 //! `mpiswarm controller` flattens [`MasterArgs`] into its flags
-//! (`#[command(flatten)]`), `mpiswarm agent` flattens [`AgentMasterArgs`]:
-//! the same flags in the agent's words (its environment variables are all
-//! `MPISWARM_AGENT_*`, and it registers with the master). Each program keeps
-//! its own credential flags.
+//! (`#[command(flatten)]`), `mpiswarm agent` flattens [`AgentMasterArgs`]
+//! and [`AgentCredentialArgs`]: the same flags in the agent's words (its
+//! environment variables are all `MPISWARM_AGENT_*`, and it registers with
+//! the master; [`Reworded`]). `mpiswarm logs` flattens [`LookupMasterArgs`]
+//! (no default master: it asks the one the controller recorded) and
+//! [`CredentialArgs`].
 //!
-//! It parses only: it opens no connection, and reads a file only in
-//! [`MasterArgs::ca`].
-
+//! It parses only: it opens no connection, and reads files only in
+//! [`MasterArgs::ca`] and [`CredentialArgs::read`].
 use std::ops::Deref;
 use std::path::PathBuf;
 
 use clap::{ArgMatches, Args, Command, FromArgMatches};
 
+use crate::credential::{Credential, CredentialError};
 use crate::tls::{CaFile, TlsError};
 
 /// The master a client talks to when no `--master` is given: the offer
@@ -38,32 +41,57 @@ impl MasterArgs {
     }
 }
 
-/// [`MasterArgs`] as `mpiswarm agent` takes them: `--ca-file` from
-/// `MPISWARM_AGENT_CA_FILE`, and `--master` described as the master it
-/// registers with.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AgentMasterArgs(pub MasterArgs);
-
-impl AgentMasterArgs {
-    /// The agent's words for the flags [`MasterArgs`] declares.
-    fn reworded(command: Command) -> Command {
-        command
-            .mut_arg("master", |a| a.help("The offer layer (or Mesos-compatible master) to register with"))
-            .mut_arg("ca_file", |a| a.env("MPISWARM_AGENT_CA_FILE"))
-    }
+/// A flag group declared once and shown by another program in its own
+/// words: the same fields, other help texts or environment variables.
+pub trait Wording {
+    /// The flags, as declared once.
+    type Args: Args + FromArgMatches;
+    /// Changes only what `--help` shows and where the environment is read.
+    fn reword(command: Command) -> Command;
 }
 
-impl Deref for AgentMasterArgs {
-    type Target = MasterArgs;
+/// `W::Args` under `W`'s wording: `#[command(flatten)]` it, then read the
+/// fields through `Deref`.
+pub struct Reworded<W: Wording>(pub W::Args);
 
-    fn deref(&self) -> &MasterArgs {
+impl<W: Wording> Deref for Reworded<W> {
+    type Target = W::Args;
+
+    fn deref(&self) -> &W::Args {
         &self.0
     }
 }
 
-impl FromArgMatches for AgentMasterArgs {
+impl<W: Wording> std::fmt::Debug for Reworded<W>
+where
+    W::Args: std::fmt::Debug,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<W: Wording> Clone for Reworded<W>
+where
+    W::Args: Clone,
+{
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<W: Wording> PartialEq for Reworded<W>
+where
+    W::Args: PartialEq,
+{
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl<W: Wording> FromArgMatches for Reworded<W> {
     fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
-        MasterArgs::from_arg_matches(matches).map(Self)
+        W::Args::from_arg_matches(matches).map(Self)
     }
 
     fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
@@ -71,13 +99,141 @@ impl FromArgMatches for AgentMasterArgs {
     }
 }
 
-impl Args for AgentMasterArgs {
+impl<W: Wording> Args for Reworded<W> {
     fn augment_args(command: Command) -> Command {
-        Self::reworded(MasterArgs::augment_args(command))
+        W::reword(W::Args::augment_args(command))
     }
 
     fn augment_args_for_update(command: Command) -> Command {
-        Self::reworded(MasterArgs::augment_args_for_update(command))
+        W::reword(W::Args::augment_args_for_update(command))
+    }
+
+    fn group_id() -> Option<clap::Id> {
+        W::Args::group_id()
+    }
+}
+
+/// The agent's words for [`MasterArgs`]: `--ca-file` from
+/// `MPISWARM_AGENT_CA_FILE`, and `--master` described as the master it
+/// registers with.
+pub struct AgentMaster;
+
+impl Wording for AgentMaster {
+    type Args = MasterArgs;
+
+    fn reword(command: Command) -> Command {
+        command
+            .mut_arg("master", |a| a.help("The offer layer (or Mesos-compatible master) to register with"))
+            .mut_arg("ca_file", |a| a.env("MPISWARM_AGENT_CA_FILE"))
+    }
+}
+
+/// [`MasterArgs`] as `mpiswarm agent` takes them.
+pub type AgentMasterArgs = Reworded<AgentMaster>;
+
+/// How a client proves who it is to a master (and to agents): HTTP basic
+/// authentication from `--principal` with `--secret-file`, or from a Mesos
+/// credential file (`--credential`).
+#[derive(Args, Debug, Clone, PartialEq, Default)]
+pub struct CredentialArgs {
+    /// Principal to authenticate as (HTTP basic, with --secret-file).
+    #[arg(long, env = "MPISWARM_PRINCIPAL")]
+    pub principal: Option<String>,
+    /// File holding the principal's secret (e.g. a mounted Secret).
+    #[arg(long, env = "MPISWARM_SECRET_FILE")]
+    pub secret_file: Option<PathBuf>,
+    /// A Mesos credential file instead of --principal/--secret-file:
+    /// `{"principal":"...","secret":"..."}` or `PRINCIPAL SECRET`.
+    #[arg(long, env = "MPISWARM_CREDENTIAL", conflicts_with_all = ["principal", "secret_file"])]
+    pub credential: Option<PathBuf>,
+}
+
+impl CredentialArgs {
+    /// The credential the flags name, its files read (`None`: no flag given).
+    pub fn read(&self) -> Result<Option<Credential>, CredentialError> {
+        Credential::from_flags(self.principal.as_deref(), self.secret_file.as_deref(), self.credential.as_deref())
+    }
+}
+
+/// The agent's words for [`CredentialArgs`]: its variables are
+/// `MPISWARM_AGENT_*`, and the secret usually comes as a Docker secret.
+pub struct AgentCredential;
+
+impl Wording for AgentCredential {
+    type Args = CredentialArgs;
+
+    fn reword(command: Command) -> Command {
+        command
+            .mut_arg("principal", |a| {
+                a.env("MPISWARM_AGENT_PRINCIPAL")
+                    .help("Principal to authenticate as to the master (HTTP basic, with --secret-file)")
+            })
+            .mut_arg("secret_file", |a| {
+                a.env("MPISWARM_AGENT_SECRET_FILE")
+                    .help("File holding the principal's secret (e.g. a Docker secret in /run/secrets)")
+            })
+            .mut_arg("credential", |a| a.env("MPISWARM_AGENT_CREDENTIAL"))
+    }
+}
+
+/// [`CredentialArgs`] as `mpiswarm agent` takes them.
+pub type AgentCredentialArgs = Reworded<AgentCredential>;
+
+/// [`MasterArgs`] for a command that asks a master only to find something
+/// out, and by default asks the one the controller recorded: `--master`
+/// has no default of its own there ([`LookupMasterArgs::given`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LookupMasterArgs {
+    /// The flags; `master.url` is the default unless [`Self::given`] is `Some`.
+    pub master: MasterArgs,
+    given: bool,
+}
+
+impl LookupMasterArgs {
+    /// The master the user named (flag or `MPISWARM_MASTER`), if any.
+    pub fn given(&self) -> Option<&str> {
+        self.given.then_some(self.master.url.as_str())
+    }
+
+    fn reword(command: Command) -> Command {
+        command.mut_arg("master", |a| {
+            a.hide_default_value(true)
+                .help("The master to ask where agents are, instead of the one the controller recorded")
+        })
+    }
+
+    fn given_in(matches: &ArgMatches) -> bool {
+        matches.value_source("master").is_some_and(|s| s != clap::parser::ValueSource::DefaultValue)
+    }
+}
+
+impl Deref for LookupMasterArgs {
+    type Target = MasterArgs;
+
+    fn deref(&self) -> &MasterArgs {
+        &self.master
+    }
+}
+
+impl FromArgMatches for LookupMasterArgs {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        Ok(Self { master: MasterArgs::from_arg_matches(matches)?, given: Self::given_in(matches) })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        self.master.update_from_arg_matches(matches)?;
+        self.given |= Self::given_in(matches);
+        Ok(())
+    }
+}
+
+impl Args for LookupMasterArgs {
+    fn augment_args(command: Command) -> Command {
+        Self::reword(MasterArgs::augment_args(command))
+    }
+
+    fn augment_args_for_update(command: Command) -> Command {
+        Self::reword(MasterArgs::augment_args_for_update(command))
     }
 
     fn group_id() -> Option<clap::Id> {
@@ -100,6 +256,16 @@ mod tests {
     struct Agent {
         #[command(flatten)]
         master: AgentMasterArgs,
+        #[command(flatten)]
+        credential: AgentCredentialArgs,
+    }
+
+    #[derive(Parser)]
+    struct Logs {
+        #[command(flatten)]
+        master: LookupMasterArgs,
+        #[command(flatten)]
+        credential: CredentialArgs,
     }
 
     /// (env, help) of flag `id` as `C` declares it (clap drops the final
@@ -146,5 +312,39 @@ mod tests {
         let missing = MasterArgs { ca_file: Some("/nonexistent/ca.pem".into()), ..args };
         let err = missing.ca().unwrap_err().to_string();
         assert!(err.contains("/nonexistent/ca.pem"), "the error names the file: {err}");
+    }
+
+    #[test]
+    fn logs_asks_the_recorded_master_unless_one_is_named_and_shows_no_default() {
+        let recorded = Logs::parse_from(["logs"]);
+        assert_eq!(recorded.master.given(), None);
+        let named = Logs::parse_from(["logs", "--master", "https://m:5050"]);
+        assert_eq!(named.master.given(), Some("https://m:5050"));
+        // Naming the default is naming a master too.
+        let default = Logs::parse_from(["logs", "--master", DEFAULT_MASTER]);
+        assert_eq!(default.master.given(), Some(DEFAULT_MASTER));
+        let command = Logs::command();
+        let master = command.get_arguments().find(|a| a.get_id() == "master").unwrap();
+        assert!(master.is_hide_default_value_set(), "logs' --help shows no default master");
+        assert_eq!(
+            declared::<Logs>("master").1.as_deref(),
+            Some("The master to ask where agents are, instead of the one the controller recorded")
+        );
+    }
+
+    #[test]
+    fn the_agent_and_logs_take_the_same_credential_flags_each_under_its_own_variables() {
+        for (flag, env) in [("principal", "PRINCIPAL"), ("secret_file", "SECRET_FILE"), ("credential", "CREDENTIAL")] {
+            assert_eq!(declared::<Logs>(flag).0, Some(format!("MPISWARM_{env}")), "{flag}");
+            assert_eq!(declared::<Agent>(flag).0, Some(format!("MPISWARM_AGENT_{env}")), "{flag}");
+        }
+        let logs = Logs::parse_from(["logs", "--principal", "p", "--secret-file", "/s"]);
+        let agent = Agent::parse_from(["agent", "--principal", "p", "--secret-file", "/s"]);
+        assert_eq!(logs.credential, *agent.credential);
+        for both in [["--credential", "/c", "--principal", "p"], ["--credential", "/c", "--secret-file", "/s"]] {
+            let err = Agent::try_parse_from(["agent"].into_iter().chain(both)).err().expect("refused");
+            assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict, "{both:?}: {err}");
+        }
+        assert!(CredentialArgs::default().read().unwrap().is_none(), "no flag, no credential");
     }
 }
