@@ -170,7 +170,8 @@ impl Drop for Running {
 /// Open the store, write the kubeconfig and start serving.
 pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
     let dir = args.data_dir.clone();
-    std::fs::create_dir_all(&dir).map_err(|e| Error::Io(dir.display().to_string(), e))?;
+    // The directory holds the admin token, the CA key and every Secret.
+    mpiswarm_guard::private::dir(&dir).map_err(|e| Error::Io(dir.display().to_string(), e))?;
     // Two servers on one database would each serve a stale in-memory copy.
     let lock_path = dir.join("lock");
     let lock = std::fs::OpenOptions::new()
@@ -180,8 +181,16 @@ pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
         .open(&lock_path)
         .map_err(|e| Error::Io(lock_path.display().to_string(), e))?;
     lock.try_lock().map_err(|_| Error::Locked(dir.display().to_string()))?;
-    let store = store::Store::open(&dir.join("state.sqlite"), args.watch_history.max(1))
-        .map_err(|e| Error::Storage(e.message))?;
+    let db = dir.join("state.sqlite");
+    // SQLite creates its -wal and -shm files with the database file's mode;
+    // those an earlier version left wider are narrowed too.
+    mpiswarm_guard::private::file(&db).map_err(|e| Error::Io(db.display().to_string(), e))?;
+    for companion in ["state.sqlite-wal", "state.sqlite-shm"].map(|name| dir.join(name)) {
+        if companion.exists() {
+            mpiswarm_guard::private::file(&companion).map_err(|e| Error::Io(companion.display().to_string(), e))?;
+        }
+    }
+    let store = store::Store::open(&db, args.watch_history.max(1)).map_err(|e| Error::Storage(e.message))?;
     let api = Arc::new(api::Api::new(store));
     api.ensure_namespaces().await.map_err(|e| Error::Storage(e.message))?;
     let token = tls::token(&dir)?;
@@ -197,7 +206,8 @@ pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
     let audit = args.audit_log.as_deref().map(audit::AuditLog::open).transpose()?;
     let kubeconfig = dir.join("kubeconfig");
     let kc = tls::kubeconfig(&url, &token, tls.as_ref().map(|t| t.ca_pem.as_str()));
-    std::fs::write(&kubeconfig, kc).map_err(|e| Error::Io(kubeconfig.display().to_string(), e))?;
+    mpiswarm_guard::private::write(&kubeconfig, kc.as_bytes())
+        .map_err(|e| Error::Io(kubeconfig.display().to_string(), e))?;
     let shared = Arc::new(http::Shared {
         api: api.clone(),
         token: token.clone(),

@@ -13,12 +13,14 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use crate::Error;
 
 fn write_private(path: &Path, contents: &str) -> Result<(), Error> {
-    std::fs::write(path, contents).map_err(|e| Error::Io(path.display().to_string(), e))?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-            .map_err(|e| Error::Io(path.display().to_string(), e))?;
+    mpiswarm_guard::private::write(path, contents.as_bytes()).map_err(|e| Error::Io(path.display().to_string(), e))
+}
+
+/// Narrows a secret an earlier version left readable by others, before it is
+/// read; a missing one is left missing (it is created below).
+fn narrow_existing(path: &Path) -> Result<(), Error> {
+    if path.exists() {
+        mpiswarm_guard::private::file(path).map_err(|e| Error::Io(path.display().to_string(), e))?;
     }
     Ok(())
 }
@@ -26,6 +28,7 @@ fn write_private(path: &Path, contents: &str) -> Result<(), Error> {
 /// The token in `DIR/token`, created on first start.
 pub fn token(dir: &Path) -> Result<String, Error> {
     let path = dir.join("token");
+    narrow_existing(&path)?;
     if let Ok(t) = std::fs::read_to_string(&path)
         && !t.trim().is_empty()
     {
@@ -58,6 +61,7 @@ fn ca_params() -> Result<CertificateParams, Error> {
 /// for localhost, 127.0.0.1 and the listen address.
 pub fn load_or_create(dir: &Path, listen: SocketAddr) -> Result<Tls, Error> {
     let (ca_crt, ca_key) = (dir.join("ca.crt"), dir.join("ca.key"));
+    narrow_existing(&ca_key)?;
     let (ca_pem, ca_key_pair) = match (std::fs::read_to_string(&ca_crt), std::fs::read_to_string(&ca_key)) {
         (Ok(c), Ok(k)) => (c, KeyPair::from_pem(&k).map_err(tls_err)?),
         _ => {

@@ -52,6 +52,16 @@ fn up_run_logs_and_down_through_the_binary() {
     assert!(ok, "image {image} is missing: run `make images` first");
     let stack = Up::start(&[], DEADLINE);
     let data = stack.dir.as_path();
+    // The admin token, every Secret and the jobs' SSH keys are in there: no
+    // other local user may read them (what `stat -c %a` showed as 755 and
+    // 644 before).
+    let mode = |p: &Path| std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(p).unwrap().permissions()) & 0o777;
+    let private = [(data.to_owned(), 0o700), (data.join("offers"), 0o700)]
+        .into_iter()
+        .chain(["kubeconfig", "token", "state.sqlite"].map(|f| (data.join(f), 0o600)));
+    for (path, expected) in private {
+        assert_eq!(mode(&path), expected, "{} is {:o}, not {expected:o}", path.display(), mode(&path));
+    }
 
     for round in 1..=2 {
         let out = mpiswarm(&["run", "examples/pi.yaml"], data);

@@ -6,7 +6,9 @@
 //!   long a refusal takes says nothing about how much of a guess was right;
 //! - [`serve_tls`]: the one TLS accept loop, with a deadline on the TLS
 //!   handshake ([`Limits::handshake_timeout`]) and a cap on open connections
-//!   ([`Limits::max_connections`]).
+//!   ([`Limits::max_connections`]);
+//! - [`private`]: directories created `0700` and files `0600` from the
+//!   start, for every secret a component keeps on disk.
 //!
 //! Past the cap a new connection is **refused**: accepted and closed at
 //! once, before any TLS byte is read, so that a flood of idle connections
@@ -19,6 +21,8 @@
 //! This crate must never decide who may do what (authentication and
 //! authorisation belong to each component), nor know a protocol: it knows
 //! TCP, TLS and HTTP, nothing of Kubernetes, Mesos or MpiJobs.
+
+pub mod private;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -11,7 +11,6 @@
 use mpiswarm_mesos::FrameworkInfo;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -85,7 +84,8 @@ pub struct Registry {
 impl Registry {
     /// Opens (or starts) the registry in `dir`.
     pub fn open(dir: &Path) -> Result<Self, RegistryError> {
-        std::fs::create_dir_all(dir).map_err(|source| RegistryError::CreateDir { path: dir.to_owned(), source })?;
+        mpiswarm_guard::private::dir(dir)
+            .map_err(|source| RegistryError::CreateDir { path: dir.to_owned(), source })?;
         let path = dir.join("registry.json");
         let state = match std::fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
@@ -108,20 +108,13 @@ impl Registry {
     }
 }
 
-/// Rewrites `path` with `state`: temporary file, fsync, rename, fsync of the
-/// directory. Blocking; never call it on an async worker.
+/// Rewrites `path` with `state`, owner-only, through
+/// [`mpiswarm_guard::private::write`]: temporary file, fsync, rename, fsync
+/// of the directory. Blocking; never call it on an async worker.
 pub fn write_atomically(path: &Path, state: &RegistryState) -> Result<(), RegistryError> {
     let err = |source| RegistryError::Write { path: path.to_owned(), source };
     let bytes = serde_json::to_vec_pretty(state).map_err(|e| err(std::io::Error::other(e)))?;
-    let tmp = path.with_extension("json.tmp");
-    let mut file = std::fs::File::create(&tmp).map_err(err)?;
-    file.write_all(&bytes).map_err(err)?;
-    file.sync_all().map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err)?;
-    }
-    Ok(())
+    mpiswarm_guard::private::write(path, &bytes).map_err(err)
 }
 
 #[cfg(test)]

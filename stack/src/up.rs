@@ -37,7 +37,8 @@ struct Agent {
 
 pub async fn run(args: UpArgs) -> Result<()> {
     let dir = args.data_dir.clone();
-    file(FileAction::Creating, &dir, std::fs::create_dir_all(&dir))?;
+    // The kubeconfig, the API server's store and the registry live here.
+    file(FileAction::Creating, &dir, mpiswarm_guard::private::dir(&dir))?;
     let dir = file(FileAction::Resolving, &dir, dir.canonicalize())?;
     if let Ok(other) = stack_file::running(&dir)
         && other.pid != std::process::id()
