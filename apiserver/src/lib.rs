@@ -185,10 +185,8 @@ pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
     // SQLite creates its -wal and -shm files with the database file's mode;
     // those an earlier version left wider are narrowed too.
     mpiswarm_guard::private::file(&db).map_err(|e| Error::Io(db.display().to_string(), e))?;
-    for companion in ["state.sqlite-wal", "state.sqlite-shm"].map(|name| dir.join(name)) {
-        if companion.exists() {
-            mpiswarm_guard::private::file(&companion).map_err(|e| Error::Io(companion.display().to_string(), e))?;
-        }
+    for companion in ["state.sqlite-wal", "state.sqlite-shm"] {
+        tls::narrow_existing(&dir.join(companion))?;
     }
     let store = store::Store::open(&db, args.watch_history.max(1)).map_err(|e| Error::Storage(e.message))?;
     let api = Arc::new(api::Api::new(store));

@@ -18,11 +18,8 @@ fn write_private(path: &Path, contents: &str) -> Result<(), Error> {
 
 /// Narrows a secret an earlier version left readable by others, before it is
 /// read; a missing one is left missing (it is created below).
-fn narrow_existing(path: &Path) -> Result<(), Error> {
-    if path.exists() {
-        mpiswarm_guard::private::file(path).map_err(|e| Error::Io(path.display().to_string(), e))?;
-    }
-    Ok(())
+pub(crate) fn narrow_existing(path: &Path) -> Result<(), Error> {
+    mpiswarm_guard::private::narrow_existing(path).map_err(|e| Error::Io(path.display().to_string(), e))
 }
 
 /// The token in `DIR/token`, created on first start.

@@ -39,6 +39,17 @@ pub fn file(path: &Path) -> std::io::Result<()> {
     narrow(path, FILE_MODE)
 }
 
+/// Narrows `path` to `0600` if it exists (what an earlier version left
+/// readable by others, before it is read again); a missing file stays
+/// missing. Whether it is missing is decided by the call, not by a check
+/// before it, so there is no window between the two.
+pub fn narrow_existing(path: &Path) -> std::io::Result<()> {
+    match narrow(path, FILE_MODE) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
 /// Replaces `path` with `contents` atomically and durably: a temporary file
 /// beside it, created `0600` (a stale one from a crash is removed first, so
 /// its mode cannot carry over), written, synced, renamed over `path`, and
@@ -101,6 +112,19 @@ mod tests {
         dir(&d).unwrap();
         assert_eq!(mode(&d), 0o700);
         assert_eq!(std::fs::read_to_string(d.join("kept")).unwrap(), "x");
+    }
+
+    #[test]
+    fn narrowing_an_existing_file_keeps_it_and_a_missing_one_stays_missing() {
+        let root = tempfile::tempdir().unwrap();
+        let wide = root.path().join("state.sqlite-wal");
+        std::fs::write(&wide, "log").unwrap();
+        std::fs::set_permissions(&wide, Permissions::from_mode(0o644)).unwrap();
+        narrow_existing(&wide).unwrap();
+        assert_eq!((mode(&wide), std::fs::read_to_string(&wide).unwrap().as_str()), (0o600, "log"));
+        let missing = root.path().join("state.sqlite-shm");
+        narrow_existing(&missing).unwrap();
+        assert!(!missing.exists());
     }
 
     #[test]

@@ -387,11 +387,9 @@ pub fn read(dir: &Path) -> Result<Option<ClusterFile>> {
 
 fn write(dir: &Path, cluster: &ClusterFile) -> Result<()> {
     let p = cluster_path(dir);
-    let tmp = p.with_extension("json.tmp");
     let json =
         serde_json::to_vec_pretty(cluster).map_err(|source| StackError::Encode { what: "the cluster file", source })?;
-    file(FileAction::Writing, &tmp, std::fs::write(&tmp, json))?;
-    file(FileAction::Writing, &p, std::fs::rename(&tmp, &p))
+    file(FileAction::Writing, &p, mpiswarm_guard::private::write(&p, &json))
 }
 
 /// Removes every node container, volume and network of the data dir's

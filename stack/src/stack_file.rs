@@ -86,12 +86,9 @@ pub fn running(data_dir: &Path) -> Result<StackFile> {
 
 pub fn write(data_dir: &Path, stack: &StackFile) -> Result<()> {
     let p = path(data_dir);
-    let tmp = p.with_extension("json.tmp");
     let json =
         serde_json::to_vec_pretty(stack).map_err(|source| StackError::Encode { what: "the stack file", source })?;
-    file(FileAction::Writing, &tmp, std::fs::write(&tmp, json))?;
-    file(FileAction::Writing, &p, std::fs::rename(&tmp, &p))?;
-    Ok(())
+    file(FileAction::Writing, &p, mpiswarm_guard::private::write(&p, &json))
 }
 
 pub fn remove(data_dir: &Path) {
