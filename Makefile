@@ -25,8 +25,8 @@ help:
 build: ## build the mpiswarm binary
 	$(CARGO) build -p mpiswarm
 
-test: lint images ## lints, the images, every test and the benchmarks' smoke run (needs Docker, kubectl, python3)
-	$(call every-test,$(BENCH_SMOKE))
+test: lint ## lints, the images, every test and the benchmarks' smoke run (needs Docker, kubectl, python3)
+	$(call every-test,$$bin,bench/run --smoke --binary $$bin)
 
 lint: fmt-check clippy cycles ## rustfmt and clippy (warnings are errors), no module cycles in any crate
 
@@ -50,35 +50,50 @@ unit: ## the fast tier, no Docker, kubectl or images (run with them hidden): uni
 	scripts/without-engine $(CARGO) test --workspace --no-fail-fast
 
 test-all: ## every test: make unit's and those that need Docker, kubectl and the images (run make images first)
-	$(call every-test,)
+	$(call every-test,,)
 
-# Every test, after one build of them all, one binary after another: what
-# the caller puts first (make test: bench-smoke, on a 2-node cluster of its
-# own), every test that starts no multi-node cluster (scripts/test-targets
-# lists them from cargo metadata, so a new test joins by itself), the doc
-# tests, then the e2e binaries suite, faults and stack, each on its own
-# 3-node cluster. Nothing runs beside the e2e suite: with the rest of the
-# tests beside it (tried: one .ci/run), one of the load case's 100 jobs
-# failed when the node's engine could not start its container ("unable to
-# remount dir as readonly ... device or resource busy").
+# Every test, after one build of them all: the images, when the caller asks
+# (make test: with the binary that build made), what the caller puts first
+# (make test: bench-smoke, on a 2-node cluster of its own), every test that
+# starts no multi-node cluster (scripts/test-targets lists them from cargo
+# metadata, so a new test joins by itself) under cargo-nextest, two at a
+# time, each in a process of its own, the doc tests, then the e2e binaries
+# suite, faults and stack, each on its own 3-node cluster, one after
+# another. Nothing runs beside the e2e suite: with the rest of the tests
+# beside it (tried: one .ci/run), one of the load case's 100 jobs failed
+# when the node's engine could not start its container ("unable to remount
+# dir as readonly ... device or resource busy").
 # Nothing is skipped because something before it failed; any failure fails
 # the target.
 # Every test command selects --workspace: cargo resolves features over the
 # packages it is given, so another selection would build them all again.
-# The e2e tests run a copy of the mpiswarm binary (MPISWARM_BIN, see
+# For the same reason make test builds the images and runs bench-smoke with
+# the binary of the test build (the cli's tests need it, so `cargo test
+# --no-run` links it) instead of `cargo build -p mpiswarm`, whose features
+# differ (dev-dependencies unify into hashbrown, chrono's num-traits,
+# kube-runtime's ahash...), which would compile the workspace a second time.
+# The e2e tests run a copy of that binary (MPISWARM_BIN, see
 # e2e/src/binary.rs) instead of each building it: a cargo command links
 # target/debug/mpiswarm anew even when nothing changed, and the copy cannot
 # be replaced under a running cluster.
 CLUSTERS = suite faults stack
-TEST = $(CARGO) test --workspace --no-fail-fast $(ENGINE)
+FLAGS = --workspace --no-fail-fast $(ENGINE)
+TEST = $(CARGO) test $(FLAGS)
+NEXTEST = $(CARGO) nextest run $(FLAGS) --test-threads 2
 TARGET_DIR = $(shell $(CARGO) metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+# $(1): the mpiswarm command that builds the images.
+define build-images
+	$(1) images build && $(1) images build --node && $(1) images build --mpich && $(1) images build --mpiswarm
+endef
+# $(1): the images are built with the test build's binary ($$bin) when given;
+# $(2): a command to run first.
 define every-test
 	$(TEST) --no-run
-	$(CARGO) build -p mpiswarm
 	bin=$(TARGET_DIR)/e2e-bin/mpiswarm && install -D $(TARGET_DIR)/debug/mpiswarm $$bin && export MPISWARM_BIN=$$bin && \
+	$(if $(1),$(call build-images,$(1)) &&) \
 	failed=0 && \
-	$(if $(1),{ $(1); } || failed=1;) \
-	rest=$$(scripts/test-targets $(CLUSTERS)) && { $(TEST) $$rest || failed=1; } && \
+	$(if $(2),{ $(2); } || failed=1;) \
+	rest=$$(scripts/test-targets $(CLUSTERS)) && { $(NEXTEST) $$rest || failed=1; } && \
 	{ $(TEST) --doc || failed=1; } && \
 	{ $(TEST) --test suite || failed=1; } && \
 	{ $(TEST) --test faults || failed=1; } && \
@@ -94,10 +109,7 @@ crds: ## regenerate crds/mpijob.yaml (and its copy manifests/10-crd.yaml) from t
 	cp crds/mpijob.yaml manifests/10-crd.yaml
 
 images: ## build the rank image mpiswarm/openmpi, the node image mpiswarm/node, the stock MPICH image mpiswarm/debian-mpich and mpiswarm/mpiswarm (the binary) (cached: seconds when nothing changed)
-	$(MPISWARM) images build
-	$(MPISWARM) images build --node
-	$(MPISWARM) images build --mpich
-	$(MPISWARM) images build --mpiswarm
+	$(call build-images,$(MPISWARM))
 
 run: ## run examples/pi.yaml to completion on the one-machine stack (starts and stops one if none runs)
 	scripts/run-example examples/pi.yaml
@@ -112,6 +124,4 @@ bench: images ## placement on real MPI, control-plane overhead, scale (meant to 
 	bench/run
 
 bench-smoke: images ## bench/run --smoke: every section once at tiny sizes, 2 nodes, output in a temp dir
-	$(BENCH_SMOKE)
-
-BENCH_SMOKE = $(CARGO) build -p mpiswarm && bench/run --smoke
+	$(CARGO) build -p mpiswarm && bench/run --smoke

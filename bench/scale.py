@@ -16,8 +16,10 @@ from stack import CommandFailed, say
 # Every bench is built with the same package set as `make bench`'s
 # `cargo bench --no-run` (the Makefile's BENCHES): cargo unifies dependency
 # features over the packages named, so naming one package alone would
-# rebuild its dependencies.
+# rebuild its dependencies. A smoke run (in `make test`, in the dev profile)
+# names what `make test`'s test build names, so it reuses that build.
 PACKAGES = ["-p", "mpiswarm-policy", "-p", "mpiswarm-offers", "-p", "mpiswarm"]
+SMOKE_PACKAGES = ["--workspace", "--features", "mpiswarm-testkit/engine"]
 
 CRITERION = [
     ("mpiswarm-policy", "placement"),
@@ -36,7 +38,7 @@ RECONCILED = re.compile(r"reconciled them in ([\d.]+) s.*RSS (\d+) MiB \(peak (\
 def cargo_bench(package, bench, env, profile, extra, log):
     """`cargo bench` of one target; its output goes to `log` and, as
     progress, one line per finished benchmark to stderr."""
-    args = ["cargo", "bench", "-q"] + PACKAGES + ["--bench", bench]
+    args = ["cargo", "bench", "-q"] + (SMOKE_PACKAGES if profile == "dev" else PACKAGES) + ["--bench", bench]
     if profile:
         args += ["--profile", profile]
     args += ["--"] + extra
