@@ -148,7 +148,9 @@ async fn with_credentials_from_the_environment_the_agent_registers_over_tls_and_
         &offers.url(),
     );
     let client = SchedulerClient::new(&offers.url(), Some(("agent".into(), "s3cret".into()))).trusting(Some(&ca));
-    let sub = client.subscribe(FrameworkInfo::new("root", "secure", &["mpi"])).await.unwrap();
+    let mut info = FrameworkInfo::new("root", "secure", &["mpi"]);
+    info.principal = Some("agent".into()); // an authenticated framework is its caller
+    let sub = client.subscribe(info).await.unwrap();
     let framework_id = sub.subscribed.framework_id.clone();
     let mut events = sub.events;
     let offer = within("an offer from the authenticated agent", async {

@@ -1,5 +1,6 @@
 //! The mpiswarm offer layer: a Mesos-compatible master.
 //!
+//! - [`acl`]: the access control lists (`--acls`), Mesos style, pure;
 //! - [`drf`]: the pure DRF sorter;
 //! - [`allocator`]: the allocation loop (agents, filters, suppression);
 //! - [`master`]: the master's bookkeeping (frameworks, agents, offers, tasks,
@@ -14,6 +15,7 @@
 //!
 //! The test agent (no containers) lives in the `mpiswarm-testkit` crate.
 
+pub mod acl;
 pub mod allocator;
 pub mod drf;
 pub mod fatal;

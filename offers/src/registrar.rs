@@ -144,7 +144,7 @@ mod tests {
 
     fn state_with_agent(id: &str) -> RegistryState {
         let mut s = RegistryState::default();
-        s.agents.insert(id.into(), RegisteredAgent { hostname: "node1".into() });
+        s.agents.insert(id.into(), RegisteredAgent { hostname: "node1".into(), principal: None });
         s
     }
 

@@ -32,6 +32,10 @@ pub enum RegistryError {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RegisteredAgent {
     pub hostname: String,
+    /// The principal that registered it; only that principal may subscribe
+    /// as this agent again (absent: registered while no one authenticated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -125,7 +129,7 @@ mod tests {
     fn a_saved_registry_reopens_with_the_same_state() {
         let dir = tempfile::tempdir().unwrap();
         let mut r = Registry::open(dir.path()).unwrap();
-        r.state.agents.insert("A-1".into(), RegisteredAgent { hostname: "node1".into() });
+        r.state.agents.insert("A-1".into(), RegisteredAgent { hostname: "node1".into(), principal: None });
         r.state.frameworks.insert("F-1".into(), FrameworkInfo::new("root", "mpi", &["mpi"]));
         r.save().unwrap();
         assert_eq!(Registry::open(dir.path()).unwrap().state, r.state);

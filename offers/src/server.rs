@@ -46,6 +46,11 @@ pub struct OffersArgs {
     /// listen beyond loopback.
     #[arg(long, env = "MPISWARM_OFFERS_CREDENTIALS")]
     pub credentials: Option<PathBuf>,
+    /// Mesos ACLs JSON: which principals may register frameworks in which
+    /// roles, tear down frameworks, register agents and read the operator
+    /// endpoints (see offers/README.md). Without it everything is allowed.
+    #[arg(long, env = "MPISWARM_OFFERS_ACLS")]
+    pub acls: Option<PathBuf>,
     /// PEM certificate (then its chain) to serve HTTPS with; with --tls-key.
     /// Required to listen beyond loopback.
     #[arg(long, env = "MPISWARM_OFFERS_TLS_CERT", requires = "tls_key")]
@@ -71,6 +76,8 @@ pub enum Error {
     Registry(#[from] crate::registry::RegistryError),
     #[error(transparent)]
     Credentials(#[from] mpiswarm_mesos::credential::CredentialError),
+    #[error(transparent)]
+    Acls(#[from] crate::acl::AclError),
     #[error(transparent)]
     Tls(#[from] mpiswarm_mesos::tls::TlsError),
     #[error("cannot listen on {addr}: {source}")]
@@ -167,6 +174,7 @@ pub async fn start(args: OffersArgs) -> Result<Running, Error> {
     let registry = Registry::open(&args.data_dir)?;
     let registrar = Registrar::spawn(registry.path().to_owned())?;
     let credentials = args.credentials.as_deref().map(mpiswarm_mesos::credential::read_credentials).transpose()?;
+    let acls = args.acls.as_deref().map(crate::acl::Acls::read).transpose()?.unwrap_or_default();
     let tls = mpiswarm_mesos::tls::server_config_from_flags(args.tls_cert.as_deref(), args.tls_key.as_deref())?;
     mpiswarm_mesos::tls::check_listen(
         args.listen,
@@ -186,6 +194,7 @@ pub async fn start(args: OffersArgs) -> Result<Running, Error> {
         agent_reregister_timeout: Duration::from_secs_f64(args.agent_reregister_timeout),
         status_update_retry_interval: Duration::from_secs_f64(args.status_update_retry_interval.max(0.01)),
         weights: args.weights.clone(),
+        acls,
     };
     // The master's time starts now: `now` counts from this instant, and
     // wall-clock timestamps from the wall time read here, once.

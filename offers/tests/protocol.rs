@@ -242,7 +242,10 @@ async fn a_redirect_to_a_master_the_client_was_not_given_is_refused_and_nothing_
 async fn after_a_restart_frameworks_subscribe_while_registered_agents_are_still_awaited() {
     let dir = tempfile::tempdir().unwrap();
     let mut registry = mpiswarm_offers::registry::Registry::open(dir.path()).unwrap();
-    registry.state.agents.insert("A-old".into(), mpiswarm_offers::registry::RegisteredAgent { hostname: "n".into() });
+    registry
+        .state
+        .agents
+        .insert("A-old".into(), mpiswarm_offers::registry::RegisteredAgent { hostname: "n".into(), principal: None });
     registry.save().unwrap();
     let server = mpiswarm_offers::start(common::args(dir.path())).await.unwrap();
     // As in Mesos: once the registry is read, frameworks are served; the
@@ -267,7 +270,9 @@ async fn with_credentials_unauthenticated_calls_get_401() {
     assert!(resp.headers()["www-authenticate"].to_str().unwrap().starts_with("Basic"));
     assert_eq!(status_of(json_post(&c.url(), SUBSCRIBE).basic_auth("mpi", Some("wrong"))).await.0, 401);
     let client = mpiswarm_mesos::client::SchedulerClient::new(&c.url(), Some(("mpi".into(), "s3cret".into())));
-    client.subscribe(FrameworkInfo::new("root", "auth", &["mpi"])).await.unwrap();
+    let mut info = FrameworkInfo::new("root", "auth", &["mpi"]);
+    info.principal = Some("mpi".into());
+    client.subscribe(info).await.unwrap();
     assert_eq!(reqwest::get(format!("{}/health", c.url())).await.unwrap().status().as_u16(), 200);
 }
 

@@ -58,7 +58,9 @@ async fn an_agent_without_credentials_gets_401_and_with_them_it_registers_and_ru
         TestAgent::start_with_client(AgentClient::new(&c.url(), credential("agent", "s3cret")), agent_info("node1"));
     agent.subscribed(1).await;
     let client = SchedulerClient::new(&c.url(), credential("agent", "s3cret"));
-    let mut f = Framework::subscribe_with(client, FrameworkInfo::new("root", "fw", &["mpi"])).await;
+    let mut info = FrameworkInfo::new("root", "fw", &["mpi"]);
+    info.principal = Some("agent".into()); // an authenticated framework is its caller
+    let mut f = Framework::subscribe_with(client, info).await;
     let offer = f.offers().await.remove(0);
     assert_eq!(offer.hostname, "node1", "the registered agent's resources are offered");
     f.launch(&offer, vec![task("t1", &offer, 1.0, 128.0, "sleep 1000")]).await;

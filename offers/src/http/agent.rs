@@ -3,8 +3,9 @@
 //! is how it recovers. The peer address of a SUBSCRIBE is where the agent's
 //! own endpoint is (`Offer.url`, `/master/state`'s `pid`).
 
-use super::{Shared, accepted, accepts_json, check_content_type, durable, stream, stream_id};
+use super::{Caller, Shared, accepted, accepts_json, check_content_type, durable, stream, stream_id};
 use crate::master::CallError;
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, State};
 use axum::http::HeaderMap;
@@ -16,10 +17,11 @@ use std::sync::Arc;
 pub async fn handle(
     State(shared): State<Arc<Shared>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    handle_call(&shared, peer, &headers, &body).await.unwrap_or_else(|e| {
+    handle_call(&shared, peer, caller.principal(), &headers, &body).await.unwrap_or_else(|e| {
         tracing::debug!(status = e.status, message = %e.message, "agent call refused");
         e.into_response()
     })
@@ -28,6 +30,7 @@ pub async fn handle(
 async fn handle_call(
     shared: &Arc<Shared>,
     peer: SocketAddr,
+    principal: Option<&str>,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Response, CallError> {
@@ -47,7 +50,7 @@ async fn handle_call(
             }
             let subscribe =
                 call.subscribe.ok_or_else(|| CallError::bad_request("Expecting 'subscribe' to be present"))?;
-            let (opened, ticket) = shared.call(|m, now| m.subscribe_agent(subscribe, Some(peer.ip()), now));
+            let (opened, ticket) = shared.call(|m, now| m.subscribe_agent(subscribe, Some(peer.ip()), principal, now));
             let opened = opened?;
             let (id, sid) = (opened.id.clone(), opened.stream_id.clone());
             let on_close = {
@@ -66,7 +69,7 @@ async fn handle_call(
             let update = call.update.ok_or_else(|| CallError::bad_request("Expecting 'update' to be present"))?;
             let stream = stream_id(headers);
             let (result, ticket) =
-                shared.call(|m, now| m.agent_update(call.agent_id.as_ref(), stream.as_deref(), update, now));
+                shared.call(|m, now| m.agent_update(call.agent_id.as_ref(), stream.as_deref(), update, principal, now));
             result?;
             durable(ticket, "this update").await?;
             Ok(accepted())

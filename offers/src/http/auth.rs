@@ -1,6 +1,9 @@
-//! Optional HTTP basic authentication of frameworks and agents
+//! Optional HTTP basic authentication of frameworks, agents and operators
 //! (`--credentials FILE`, Mesos' credentials JSON format). A secret is
-//! compared only by `mpiswarm_guard::secret_eq`, in constant time.
+//! compared only by `mpiswarm_guard::secret_eq`, in constant time. The
+//! request then carries its [`Caller`], which the master authorizes
+//! (`master/authz.rs`); operator endpoints are authorized here, by the ACL
+//! list `get_endpoints`.
 
 use super::Shared;
 use axum::body::Body;
@@ -20,12 +23,25 @@ fn principal_and_secret(req: &Request<Body>) -> Option<(String, String)> {
     Some((user.to_owned(), pass.to_owned()))
 }
 
-pub async fn basic_auth(State(shared): State<Arc<Shared>>, req: Request<Body>, next: Next) -> Response {
+/// Who made a request: the principal that authenticated, `None` when the
+/// offer layer has no `--credentials` (then no one is authenticated).
+#[derive(Debug, Clone, Default)]
+pub struct Caller(pub Option<String>);
+
+impl Caller {
+    pub fn principal(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
+
+pub async fn basic_auth(State(shared): State<Arc<Shared>>, mut req: Request<Body>, next: Next) -> Response {
     let Some(credentials) = &shared.config.credentials else {
+        req.extensions_mut().insert(Caller(None));
         return next.run(req).await;
     };
     match principal_and_secret(&req) {
         Some((p, s)) if credentials.get(&p).is_some_and(|secret| mpiswarm_guard::secret_eq(&s, secret)) => {
+            req.extensions_mut().insert(Caller(Some(p)));
             next.run(req).await
         }
         given => {
@@ -37,5 +53,15 @@ pub async fn basic_auth(State(shared): State<Arc<Shared>>, req: Request<Body>, n
             resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic realm=\"mesos\""));
             resp
         }
+    }
+}
+
+/// Operator endpoints: the caller may `GET` this path (ACL list `get_endpoints`).
+pub async fn operator_endpoint(State(shared): State<Arc<Shared>>, req: Request<Body>, next: Next) -> Response {
+    let caller = req.extensions().get::<Caller>().cloned().unwrap_or_default();
+    let allowed = shared.master().authorize_endpoint(caller.principal(), req.uri().path());
+    match allowed {
+        Ok(()) => next.run(req).await,
+        Err(refusal) => refusal.into_response(),
     }
 }

@@ -1,11 +1,13 @@
 //! Operator endpoints: `/version`, `/health` (`/healthz`, `/readyz`),
 //! `/master/state`, `/metrics/snapshot` and Prometheus `/metrics` (the
-//! probes and `/metrics` served by [`mpiswarm_health`]). They only read the
-//! master.
+//! probes and `/metrics` served by [`mpiswarm_health`]), which only read the
+//! master, and `POST /master/teardown`, Mesos' operator teardown.
 
-use super::Shared;
-use axum::Json;
+use super::{Caller, Shared, durable};
 use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Form, Json};
 use mpiswarm_health::{Component, Probe};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -81,6 +83,31 @@ pub async fn mesos_health(State(shared): State<Arc<Shared>>) -> Probe {
 pub async fn state(State(shared): State<Arc<Shared>>) -> Json<serde_json::Value> {
     let uptime = shared.now().as_secs_f64();
     Json(shared.master().state_json(uptime))
+}
+
+/// The form Mesos' `/master/teardown` takes: `frameworkId=ID`.
+#[derive(Debug, serde::Deserialize)]
+pub struct TeardownForm {
+    #[serde(rename = "frameworkId")]
+    framework_id: String,
+}
+
+/// `POST /master/teardown` (`frameworkId=ID`): removes the framework and
+/// kills its tasks, if the ACL list `teardown_frameworks` allows the caller.
+pub async fn teardown(
+    State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
+    Form(form): Form<TeardownForm>,
+) -> Response {
+    let id = form.framework_id;
+    let (result, ticket) = shared.call(|m, now| m.teardown_framework(&id, caller.principal(), now));
+    match result {
+        Ok(()) => match durable(ticket, &format!("the teardown of framework {id}")).await {
+            Ok(()) => StatusCode::OK.into_response(),
+            Err(e) => e.into_response(),
+        },
+        Err(e) => e.into_response(),
+    }
 }
 
 pub async fn metrics_snapshot(State(shared): State<Arc<Shared>>) -> Json<crate::master::MetricsSnapshot> {

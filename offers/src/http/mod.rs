@@ -6,6 +6,8 @@
 
 mod agent;
 mod auth;
+
+pub use auth::Caller;
 mod endpoints;
 mod scheduler;
 mod stream;
@@ -88,13 +90,18 @@ async fn durable(ticket: Option<Ticket>, what: &str) -> Result<(), CallError> {
 /// All routes.
 pub fn router(shared: Arc<Shared>) -> Router {
     let operator = endpoints::Operator::new(Arc::clone(&shared));
-    let api = Router::new()
-        .route("/api/v1/scheduler", post(scheduler::handle))
-        .route(mpiswarm_mesos::agent_api::PATH, post(agent::handle))
+    // Read by operators only, as the ACL list get_endpoints says.
+    let operator_reads = Router::new()
         .route("/master/state", get(endpoints::state))
         .route("/state", get(endpoints::state))
         .route("/metrics/snapshot", get(endpoints::metrics_snapshot))
         .merge(mpiswarm_health::metrics(Arc::clone(&operator)))
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), auth::operator_endpoint));
+    let api = Router::new()
+        .route("/api/v1/scheduler", post(scheduler::handle))
+        .route(mpiswarm_mesos::agent_api::PATH, post(agent::handle))
+        .route("/master/teardown", post(endpoints::teardown))
+        .merge(operator_reads)
         .layer(axum::middleware::from_fn_with_state(shared.clone(), auth::basic_auth));
     Router::new()
         .route("/version", get(endpoints::version))

@@ -2,9 +2,10 @@
 //! status codes in Mesos' order of checks. A call that changed the registry
 //! is answered only once the change is on disk (503 if the write failed).
 
-use super::{Shared, accepted, accepts_json, check_content_type, durable, stream, stream_id, text};
+use super::{Caller, Shared, accepted, accepts_json, check_content_type, durable, stream, stream_id, text};
 use crate::master::CallError;
 use crate::validation::{CheckedCall, validate_call};
+use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -12,8 +13,13 @@ use axum::response::{IntoResponse, Response};
 use mpiswarm_mesos::scheduler::{Call, Subscribe};
 use std::sync::Arc;
 
-pub async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    match handle_call(&shared, &headers, &body).await {
+pub async fn handle(
+    State(shared): State<Arc<Shared>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match handle_call(&shared, caller.principal(), &headers, &body).await {
         Ok(resp) => resp,
         Err(e) => {
             if e.status < 500 {
@@ -25,7 +31,12 @@ pub async fn handle(State(shared): State<Arc<Shared>>, headers: HeaderMap, body:
     }
 }
 
-async fn handle_call(shared: &Arc<Shared>, headers: &HeaderMap, body: &[u8]) -> Result<Response, CallError> {
+async fn handle_call(
+    shared: &Arc<Shared>,
+    principal: Option<&str>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Response, CallError> {
     if let Some(leader) = &shared.config.redirect_to {
         let mut resp =
             text(StatusCode::TEMPORARY_REDIRECT, format!("This offer layer is not the leader; the leader is {leader}"));
@@ -42,11 +53,12 @@ async fn handle_call(shared: &Arc<Shared>, headers: &HeaderMap, body: &[u8]) -> 
     let checked =
         validate_call(call).map_err(|e| CallError::bad_request(format!("Failed to validate scheduler::Call: {e}")))?;
     match checked {
-        CheckedCall::Subscribe(subscribe) => self::subscribe(shared, headers, subscribe).await,
+        CheckedCall::Subscribe(subscribe) => self::subscribe(shared, principal, headers, subscribe).await,
         CheckedCall::Framework { framework_id, call } => {
             let ok = call.answers_ok();
             let stream = stream_id(headers);
-            let (result, ticket) = shared.call(|m, now| m.framework_call(&framework_id, call, stream.as_deref(), now));
+            let (result, ticket) =
+                shared.call(|m, now| m.framework_call(&framework_id, call, stream.as_deref(), principal, now));
             result?;
             durable(ticket, &format!("this call of framework {framework_id}")).await?;
             Ok(if ok { StatusCode::OK.into_response() } else { accepted() })
@@ -54,7 +66,12 @@ async fn handle_call(shared: &Arc<Shared>, headers: &HeaderMap, body: &[u8]) -> 
     }
 }
 
-async fn subscribe(shared: &Arc<Shared>, headers: &HeaderMap, subscribe: Subscribe) -> Result<Response, CallError> {
+async fn subscribe(
+    shared: &Arc<Shared>,
+    principal: Option<&str>,
+    headers: &HeaderMap,
+    subscribe: Subscribe,
+) -> Result<Response, CallError> {
     if !accepts_json(headers) {
         return Err(CallError {
             status: 406,
@@ -64,7 +81,8 @@ async fn subscribe(shared: &Arc<Shared>, headers: &HeaderMap, subscribe: Subscri
     if stream_id(headers).is_some() {
         return Err(CallError::bad_request("Subscribe calls should not include the 'Mesos-Stream-Id' header"));
     }
-    let (opened, ticket) = shared.call(|m, now| m.subscribe_framework(subscribe, now));
+    let (opened, ticket) = shared.call(|m, now| m.subscribe_framework(subscribe, principal, now));
+    let opened = opened?;
     let (id, sid) = (opened.id.clone(), opened.stream_id.clone());
     let on_close = {
         let shared = shared.clone();

@@ -22,28 +22,58 @@ fn role_of(task: &mpiswarm_mesos::TaskInfo, framework: Option<&Framework>) -> St
         .unwrap_or_else(|| "*".to_owned())
 }
 
+/// The first resource that is not a finite, non-negative quantity, described.
+fn invalid_resource<'a>(mut resources: impl Iterator<Item = &'a mpiswarm_mesos::Resource>) -> Option<String> {
+    resources.find_map(|r| {
+        r.scalar_value()
+            .filter(|v| !v.is_finite() || *v < 0.0)
+            .map(|v| format!("resource '{}' has invalid value {v}", r.name))
+    })
+}
+
 impl Master {
-    /// Agent SUBSCRIBE from `peer_ip`: registers or re-registers the agent
-    /// and adopts the tasks it reports.
+    /// Whether a task agent `id` reports at SUBSCRIBE is its own: the task
+    /// names no other agent, and the master does not know it on another.
+    fn reported_task_is_of(&self, reported: &agent_api::ReportedTask, id: &str) -> bool {
+        let named = reported.task_info.agent_id.value.as_str();
+        let key = (reported.framework_id.value.clone(), reported.task_info.task_id.value.clone());
+        (named.is_empty() || named == id) && self.tasks.get(&key).is_none_or(|t| t.agent_id.value == id)
+    }
+
+    /// Agent SUBSCRIBE by `principal` from `peer_ip`: registers or
+    /// re-registers the agent and adopts the tasks it reports. Tasks it
+    /// reports for another agent are ignored; a task with an invalid
+    /// resource refuses the whole call.
     pub fn subscribe_agent(
         &mut self,
         subscribe: Subscribe,
         peer_ip: Option<IpAddr>,
+        principal: Option<&str>,
         now: Duration,
     ) -> Result<Opened, CallError> {
         let info = subscribe.agent_info;
         if info.hostname.trim().is_empty() {
             return Err(CallError::bad_request("agent_info.hostname must not be empty"));
         }
-        for r in &info.resources {
-            if let Some(v) = r.scalar_value().filter(|v| !v.is_finite() || *v < 0.0) {
-                return Err(CallError::bad_request(format!("agent resource '{}' has invalid value {v}", r.name)));
+        invalid_resource(info.resources.iter())
+            .map_or(Ok(()), |e| Err(CallError::bad_request(format!("agent {e}"))))?;
+        for t in &subscribe.tasks {
+            let executor = t.executor_info.iter().flat_map(|e| &e.resources);
+            if let Some(e) = invalid_resource(t.task_info.resources.iter().chain(executor)) {
+                return Err(CallError::bad_request(format!("task '{}' reports a {e}", t.task_info.task_id)));
             }
         }
-        let id = match &info.id {
-            Some(id) if !id.value.is_empty() => id.value.clone(),
-            _ => self.next_id("S"),
+        let asked = info.id.as_ref().map(|id| id.value.as_str()).filter(|id| !id.is_empty());
+        self.authorize_agent(principal, asked)?;
+        let id = match asked {
+            Some(id) => id.to_owned(),
+            None => self.next_id("S"),
         };
+        let (subscribe_tasks, foreign): (Vec<_>, Vec<_>) =
+            subscribe.tasks.into_iter().partition(|t| self.reported_task_is_of(t, &id));
+        for t in &foreign {
+            tracing::warn!(agent = %id, task = %t.task_info.task_id, "agent reported a task of another agent; ignored");
+        }
         let was_removed = self.registry.removed_agents.contains(&id);
         if let Some(old) = self.agents.get_mut(&id).and_then(|a| a.conn.take()) {
             old.send(&agent_api::Event::error("Agent reconnected on a new stream"));
@@ -58,9 +88,9 @@ impl Master {
         let mut shutdown_frameworks = BTreeSet::new();
         let mut new_updates: Vec<(TaskKey, mpiswarm_mesos::TaskStatus)> = Vec::new();
         let reported_keys: BTreeSet<TaskKey> =
-            subscribe.tasks.iter().map(|t| (t.framework_id.value.clone(), t.task_info.task_id.value.clone())).collect();
+            subscribe_tasks.iter().map(|t| (t.framework_id.value.clone(), t.task_info.task_id.value.clone())).collect();
         self.forget_tasks_unknown_to_agent(&id, &reported_keys, now);
-        for reported in subscribe.tasks {
+        for reported in subscribe_tasks {
             let fw = reported.framework_id.value.clone();
             let key: TaskKey = (fw.clone(), reported.task_info.task_id.value.clone());
             let terminal = reported.status.state.is_terminal();
@@ -179,12 +209,16 @@ impl Master {
             }));
         }
         agent.conn = Some(conn);
-        let registered = self.registry.agents.get(&id).map(|a| a.hostname.clone());
-        if was_removed || registered.as_deref() != Some(info.hostname.as_str()) {
+        let record = crate::registry::RegisteredAgent {
+            hostname: info.hostname.clone(),
+            // Bound to the first principal that registers it (see authz.rs).
+            principal: principal
+                .map(str::to_owned)
+                .or_else(|| self.registry.agents.get(&id).and_then(|a| a.principal.clone())),
+        };
+        if was_removed || self.registry.agents.get(&id) != Some(&record) {
             self.registry.removed_agents.retain(|a| *a != id);
-            self.registry
-                .agents
-                .insert(id.clone(), crate::registry::RegisteredAgent { hostname: info.hostname.clone() });
+            self.registry.agents.insert(id.clone(), record);
             self.persist_registry();
         }
         if let Some(awaited) = &mut self.awaited_agents {
@@ -249,9 +283,11 @@ impl Master {
         agent_id: Option<&AgentId>,
         stream_id: Option<&str>,
         update: Update,
+        principal: Option<&str>,
         now: Duration,
     ) -> Result<(), CallError> {
         let agent_id = agent_id.ok_or_else(|| CallError::bad_request("Expecting 'agent_id' to be present"))?;
+        self.check_agent_owner(principal, &agent_id.value)?;
         let not_subscribed = || CallError::forbidden(format!("Agent {agent_id} is not subscribed"));
         let agent = self.agents.get(&agent_id.value).ok_or_else(not_subscribed)?;
         let conn = agent.conn.as_ref().ok_or_else(not_subscribed)?;

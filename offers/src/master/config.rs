@@ -1,6 +1,7 @@
 //! The master's tunables and the constants it answers with. Plain data:
 //! parsed from flags by `server.rs`, read by every part of the master.
 
+use crate::acl::Acls;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -23,6 +24,9 @@ pub struct MasterConfig {
     pub agent_reregister_timeout: Duration,
     pub status_update_retry_interval: Duration,
     pub weights: BTreeMap<String, f64>,
+    /// Who may register frameworks and agents, tear frameworks down and read
+    /// the operator endpoints (`--acls`; permissive when not given).
+    pub acls: Acls,
 }
 
 impl Default for MasterConfig {
@@ -36,6 +40,7 @@ impl Default for MasterConfig {
             agent_reregister_timeout: Duration::from_secs(75),
             status_update_retry_interval: Duration::from_secs(10),
             weights: BTreeMap::new(),
+            acls: Acls::default(),
         }
     }
 }

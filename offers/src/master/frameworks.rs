@@ -34,9 +34,15 @@ impl Master {
         }
     }
 
-    /// SUBSCRIBE. Like Mesos, problems with the FrameworkInfo arrive as an
-    /// ERROR event on an otherwise empty stream.
-    pub fn subscribe_framework(&mut self, subscribe: Subscribe, now: Duration) -> Opened {
+    /// SUBSCRIBE by `principal` (see [`super::authz`]). Like Mesos, problems
+    /// with the FrameworkInfo arrive as an ERROR event on an otherwise empty
+    /// stream; a caller that may not subscribe so is refused (403) instead.
+    pub fn subscribe_framework(
+        &mut self,
+        subscribe: Subscribe,
+        principal: Option<&str>,
+        now: Duration,
+    ) -> Result<Opened, CallError> {
         let mut info = subscribe.framework_info;
         let (conn, events) = Connection::open();
         let stream_id = conn.stream_id.clone();
@@ -47,16 +53,17 @@ impl Master {
         };
         if let Some(err) = roles.iter().find_map(|r| validate_role(r).err()) {
             refuse(conn, err.to_string());
-            return Opened { id: String::new(), stream_id, events };
+            return Ok(Opened { id: String::new(), stream_id, events });
         }
         if let Some(bad) = subscribe.suppressed_roles.iter().find(|r| !roles.contains(r)) {
             refuse(conn, format!("suppressed role '{bad}' is not one of the framework's roles {roles:?}"));
-            return Opened { id: String::new(), stream_id, events };
+            return Ok(Opened { id: String::new(), stream_id, events });
         }
+        self.authorize_framework(principal, &info)?;
         let id = match &info.id {
             Some(id) if self.registry.removed_frameworks.contains(&id.value) => {
                 refuse(conn, MasterError::FrameworkRemoved.message().to_owned());
-                return Opened { id: id.value.clone(), stream_id, events };
+                return Ok(Opened { id: id.value.clone(), stream_id, events });
             }
             Some(id) => id.value.clone(),
             None => self.next_id(""),
@@ -93,7 +100,7 @@ impl Master {
             self.send_update_head(&key, now);
         }
         self.allocate(now, None);
-        Opened { id, stream_id, events }
+        Ok(Opened { id, stream_id, events })
     }
 
     /// The framework's stream closed: keep its tasks for `failover_timeout`.
@@ -139,16 +146,38 @@ impl Master {
         tracing::info!(framework = %id, "framework removed");
     }
 
-    /// Any call but SUBSCRIBE, after the Mesos checks of framework id,
-    /// subscription and stream id.
+    /// An operator's teardown of framework `id` (`POST /master/teardown`),
+    /// as the ACL list `teardown_frameworks` allows.
+    pub fn teardown_framework(&mut self, id: &str, principal: Option<&str>, now: Duration) -> Result<(), CallError> {
+        self.authorize_teardown(principal, id)?;
+        if !self.frameworks.contains_key(id) {
+            return Err(CallError::bad_request(format!("No framework found with specified ID '{id}'")));
+        }
+        tracing::info!(framework = %id, by = %crate::acl::caller_name(principal), "framework torn down by an operator");
+        self.remove_framework(id, now);
+        Ok(())
+    }
+
+    /// Any call but SUBSCRIBE, by `principal`, after the Mesos checks of
+    /// framework id, owner, subscription and stream id.
     pub fn framework_call(
         &mut self,
         framework_id: &FrameworkId,
         call: FrameworkCall,
         stream_id: Option<&str>,
+        principal: Option<&str>,
         now: Duration,
     ) -> Result<(), CallError> {
         let id = framework_id.value.clone();
+        if !self.frameworks.contains_key(&id) {
+            return Err(CallError::bad_request("Framework cannot be found"));
+        }
+        self.check_framework_owner(principal, &id)?;
+        if let FrameworkCall::UpdateFramework(update) = &call {
+            let mut info = update.framework_info.clone();
+            info.id = Some(framework_id.clone());
+            self.authorize_framework(principal, &info)?;
+        }
         let fw = self.frameworks.get(&id).ok_or_else(|| CallError::bad_request("Framework cannot be found"))?;
         let conn = fw.conn.as_ref().ok_or_else(|| CallError::forbidden("Framework is not subscribed"))?;
         match stream_id {

@@ -19,12 +19,14 @@
 //! | `books.rs` | the records: frameworks, agents, offers, tasks, executors, counters |
 //! | `frameworks.rs` | SUBSCRIBE and every other scheduler call |
 //! | `agents.rs` | agent SUBSCRIBE, UPDATE, disconnection, loss |
+//! | `authz.rs` | who may register, call as, tear down and read what |
 //! | `offers.rs` | allocation into OFFERS, ACCEPT, DECLINE, rescinds |
 //! | `updates.rs` | status update queues and the master's own statuses |
 //! | `timers.rs` | what `tick(now)` runs |
 //! | `views.rs` | `/master/state` and the metrics snapshot |
 
 mod agents;
+mod authz;
 mod books;
 mod clock;
 mod config;

@@ -108,7 +108,7 @@ mod tests {
 
     fn registry_with_agent(id: &str) -> RegistryState {
         let mut s = RegistryState::default();
-        s.agents.insert(id.into(), RegisteredAgent { hostname: "node1".into() });
+        s.agents.insert(id.into(), RegisteredAgent { hostname: "node1".into(), principal: None });
         s
     }
 

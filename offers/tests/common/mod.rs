@@ -24,6 +24,7 @@ pub fn args(data_dir: &std::path::Path) -> OffersArgs {
         agent_reregister_timeout: 75.0,
         status_update_retry_interval: 10.0,
         credentials: None,
+        acls: None,
         tls_cert: None,
         tls_key: None,
         max_body_bytes: 4 * 1024 * 1024,
