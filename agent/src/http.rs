@@ -4,15 +4,24 @@
 //! [`mpiswarm_health`]), `/state` (the tasks it knows,
 //! as JSON) and `/files/read`, `/files/browse` (tasks' kept output,
 //! [`crate::files`]). Read-only: nothing here changes what the agent does.
+//!
+//! With `--http-credentials` (Mesos' agent flag of that name), `/state` and
+//! `/files` answer only the principals that file lists (the controller's and
+//! operators', never the tenants' or a rank container's), by HTTP basic
+//! authentication ([`mpiswarm_mesos::basic_auth`]); the probes and
+//! `/metrics` stay open, as a kubelet's or Prometheus' are.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use mpiswarm_health::{Component, Probe};
+use mpiswarm_mesos::basic_auth::{CHALLENGE, Principals};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -33,15 +42,37 @@ struct Endpoints<S: Swarm> {
     connection: Arc<Connection>,
 }
 
-/// `/healthz`, `/readyz`, `/metrics` ([`mpiswarm_health`]) and the agent's own routes.
-pub fn router<S: Swarm + 'static>(agent: Arc<Agent<S>>, connection: Arc<Connection>) -> Router {
+/// `/healthz`, `/readyz`, `/metrics` ([`mpiswarm_health`]) and the agent's
+/// own routes, those for `readers` only when given.
+pub fn router<S: Swarm + 'static>(
+    agent: Arc<Agent<S>>,
+    connection: Arc<Connection>,
+    readers: Option<Principals>,
+) -> Router {
     let health = Arc::new(Health::new(Arc::clone(&agent), Arc::clone(&connection)));
-    Router::new()
+    let own = Router::new()
         .route("/state", get(state::<S>))
         .route("/files/read", get(files_read::<S>))
         .route("/files/browse", get(files_browse::<S>))
-        .with_state(Arc::new(Endpoints { agent, connection }))
-        .merge(mpiswarm_health::router(health))
+        .with_state(Arc::new(Endpoints { agent, connection }));
+    let own = match readers {
+        Some(readers) => own.layer(axum::middleware::from_fn_with_state(Arc::new(readers), only_readers)),
+        None => own,
+    };
+    own.merge(mpiswarm_health::router(health))
+}
+
+/// 401 unless the request authenticates as one of `readers`.
+async fn only_readers(State(readers): State<Arc<Principals>>, req: Request, next: Next) -> Response {
+    let authorization = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok());
+    match readers.authenticate(authorization) {
+        Ok(_) => next.run(req).await,
+        Err(why) => {
+            let mut resp = (StatusCode::UNAUTHORIZED, why.to_string()).into_response();
+            resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(CHALLENGE));
+            resp
+        }
+    }
 }
 
 async fn files_read<S: Swarm + 'static>(State(e): State<Arc<Endpoints<S>>>, q: files::Read) -> Response {
@@ -150,7 +181,7 @@ mod tests {
         let connection = Arc::new(Connection::default());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let app = router(Arc::clone(&f.agent), Arc::clone(&connection));
+        let app = router(Arc::clone(&f.agent), Arc::clone(&connection), None);
         let server = tokio::spawn(async move { axum::serve(listener, app).await });
         let get = |path: &str| reqwest::get(format!("{base}{path}"));
 
@@ -170,6 +201,32 @@ mod tests {
         assert!(after.contains("mpiswarm_agent_subscribed 1\n"), "{after}");
         assert!(after.contains("mpiswarm_agent_launched_total 1\n"), "{after}");
         assert!(after.contains("mpiswarm_agent_tasks{state=\"TASK_STARTING\"} 1\n"), "{after}");
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn with_http_credentials_state_and_files_answer_only_the_listed_principals() {
+        let f = agent(FakeSwarm::default());
+        let readers = Principals::new([("ops".to_owned(), "o-secret".to_owned())].into());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let app = router(Arc::clone(&f.agent), Arc::default(), Some(readers));
+        let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        let http = reqwest::Client::new();
+        for path in ["/state", "/files/browse?path=/", "/files/read?path=/x&offset=0"] {
+            let anonymous = http.get(format!("{base}{path}")).send().await.unwrap();
+            assert_eq!(anonymous.status(), 401, "{path}");
+            assert_eq!(anonymous.headers()["www-authenticate"], CHALLENGE);
+            assert_eq!(anonymous.text().await.unwrap(), "Authentication required: send HTTP basic credentials");
+            let wrong = http.get(format!("{base}{path}")).basic_auth("ops", Some("guess")).send().await.unwrap();
+            assert_eq!(wrong.status(), 401, "{path}");
+            assert_eq!(wrong.text().await.unwrap(), "Authentication failed for principal 'ops'");
+            let ops = http.get(format!("{base}{path}")).basic_auth("ops", Some("o-secret")).send().await.unwrap();
+            assert_ne!(ops.status(), 401, "{path} for a listed principal");
+        }
+        for open in ["/healthz", "/metrics"] {
+            assert_eq!(http.get(format!("{base}{open}")).send().await.unwrap().status(), 200, "{open} stays open");
+        }
         server.abort();
     }
 }

@@ -89,10 +89,20 @@ pub struct AgentArgs {
     /// Without it, host paths are refused.
     #[arg(long = "allow-host-path-prefix", env = "MPISWARM_AGENT_ALLOW_HOST_PATH_PREFIXES", value_delimiter = ',')]
     pub allow_host_path_prefixes: Vec<PathBuf>,
+    /// A volume driver option tasks may pass, as DRIVER:KEY (e.g. nfs:addr);
+    /// repeatable (in the environment: separated by commas). Without it,
+    /// driver options are refused; the local driver never binds a host path.
+    #[arg(long = "allow-volume-option", env = "MPISWARM_AGENT_ALLOW_VOLUME_OPTIONS", value_delimiter = ',')]
+    pub allow_volume_options: Vec<String>,
     /// `--principal` with `--secret-file`, or `--credential`, declared with
     /// `mpiswarm logs`' in `mpiswarm_mesos`.
     #[command(flatten)]
     pub credential: AgentCredentialArgs,
+    /// Mesos credentials JSON of the principals that may read `/state` and
+    /// `/files` (the controller's and operators'); without it they answer
+    /// anyone who reaches them.
+    #[arg(long, env = "MPISWARM_AGENT_HTTP_CREDENTIALS")]
+    pub http_credentials: Option<PathBuf>,
     /// PEM certificate to serve the agent's endpoints over HTTPS; with --tls-key.
     #[arg(long, env = "MPISWARM_AGENT_TLS_CERT", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -142,6 +152,7 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let node_check = seconds("node-check-seconds", args.node_check_seconds)?;
     let output_retention = seconds("output-retention-seconds", args.output_retention_seconds)?;
     let host_paths = HostPaths::allow(&args.allow_host_path_prefixes)?;
+    let volume_options = crate::mounts::VolumeOptions::allow(&args.allow_volume_options)?;
     let security = Security::from_args(&args)?;
     // Bad flags are refused before anything touches Docker (no swarm init
     // on behalf of an agent that cannot start).
@@ -159,6 +170,7 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
         output_limit: args.output_limit_bytes,
         output_retention,
         host_paths,
+        volume_options,
         node_check,
         ..AgentConfig::default()
     };
@@ -179,7 +191,7 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
         .map_err(|source| AgentError::Listen { addr: args.listen, source })?;
     let local = listener.local_addr().map_err(|source| AgentError::Listen { addr: args.listen, source })?;
     tracing::info!(addr = %local, "serving /healthz /readyz /metrics /state /files");
-    let app = crate::http::router(Arc::clone(&agent), Arc::clone(&connection));
+    let app = crate::http::router(Arc::clone(&agent), Arc::clone(&connection), security.readers);
     let mut server = tokio::spawn(serve(listener, app, security.tls));
 
     let client = AgentClient::new(&args.master.url, security.credential.map(Credential::into_pair))
@@ -221,6 +233,8 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
 /// CA it trusts, and the TLS configuration of its own endpoints.
 struct Security {
     credential: Option<Credential>,
+    /// Who may read `/state` and `/files` (`--http-credentials`).
+    readers: Option<mpiswarm_mesos::basic_auth::Principals>,
     ca: Option<CaFile>,
     tls: Option<Arc<rustls::ServerConfig>>,
 }
@@ -230,6 +244,7 @@ impl Security {
     /// anything touches Docker.
     fn from_args(args: &AgentArgs) -> Result<Self, AgentError> {
         let credential = args.credential.read()?;
+        let readers = args.http_credentials.as_deref().map(mpiswarm_mesos::basic_auth::Principals::read).transpose()?;
         let ca = args.master.ca()?;
         let tls = tls::server_config_from_flags(args.tls_cert.as_deref(), args.tls_key.as_deref())?;
         tls::check_listen(
@@ -238,7 +253,7 @@ impl Security {
             credential.is_some(),
             "--tls-cert and --tls-key (MPISWARM_AGENT_TLS_CERT, MPISWARM_AGENT_TLS_KEY) and --principal with --secret-file or --credential (MPISWARM_AGENT_PRINCIPAL, MPISWARM_AGENT_SECRET_FILE, MPISWARM_AGENT_CREDENTIAL)",
         )?;
-        Ok(Self { credential, ca, tls })
+        Ok(Self { credential, readers, ca, tls })
     }
 }
 

@@ -13,6 +13,8 @@
 //!   agent API (node agents); [`redirect`]: which redirect they follow;
 //! - [`agent_session`]: the agent's one subscribe / re-subscribe / UPDATE
 //!   delivery loop, shared by `mpiswarm agent` and the test agent.
+//! - [`basic_auth`]: how a server checks HTTP basic credentials against its
+//!   Mesos credentials file, in constant time.
 //! - [`credential`] and [`tls`]: principal and secret files, certificates,
 //!   CA files, and the rule that nothing listens beyond loopback without them.
 //!
@@ -25,6 +27,7 @@
 pub mod agent_api;
 pub mod agent_session;
 pub mod base64_bytes;
+pub mod basic_auth;
 pub mod client;
 pub mod credential;
 

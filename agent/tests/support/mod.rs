@@ -146,7 +146,7 @@ impl Harness {
     pub async fn serve_http(&self) -> String {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let app = mpiswarm_agent::http::router(Arc::clone(&self.agent), Arc::default());
+        let app = mpiswarm_agent::http::router(Arc::clone(&self.agent), Arc::default(), None);
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         url
     }

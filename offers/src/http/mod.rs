@@ -19,15 +19,14 @@ use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Settings of the HTTP layer.
 #[derive(Debug, Clone, Default)]
 pub struct HttpConfig {
-    /// principal -> secret; when set, API calls need HTTP basic auth.
-    pub credentials: Option<HashMap<String, String>>,
+    /// When set, API calls and operator reads need HTTP basic auth.
+    pub credentials: Option<mpiswarm_mesos::basic_auth::Principals>,
     /// When set, this offer layer is not the leader: calls answer 307 to it.
     pub redirect_to: Option<String>,
     pub max_body_bytes: usize,
@@ -95,6 +94,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/master/state", get(endpoints::state))
         .route("/state", get(endpoints::state))
         .route("/metrics/snapshot", get(endpoints::metrics_snapshot))
+        .route("/quota", get(endpoints::quota))
         .merge(mpiswarm_health::metrics(Arc::clone(&operator)))
         .layer(axum::middleware::from_fn_with_state(shared.clone(), auth::operator_endpoint));
     let api = Router::new()
