@@ -32,12 +32,14 @@ fn task(i: usize) -> TaskInfo {
 fn mapping(c: &mut Criterion) {
     let fw = FrameworkId::new("F");
     let host_paths = mpiswarm_agent::mounts::HostPaths::none();
+    let volume_options = mpiswarm_agent::mounts::VolumeOptions::none();
     let ctx = LaunchContext {
         agent_id: "A",
         framework_id: &fw,
         framework_role: Some("mpi"),
         executor_id: None,
         host_paths: &host_paths,
+        volume_options: &volume_options,
     };
     let one = task(0);
     let group: Vec<TaskInfo> = (0..64).map(task).collect();

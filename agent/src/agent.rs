@@ -65,6 +65,8 @@ pub struct AgentConfig {
     pub output_retention: Duration,
     /// Where bind mounts may come from (none by default).
     pub host_paths: HostPaths,
+    /// Which volume driver options tasks may pass (none by default).
+    pub volume_options: crate::mounts::VolumeOptions,
     /// How often the node's Swarm status is read ([`crate::node_health`]).
     pub node_check: Duration,
 }
@@ -77,6 +79,7 @@ impl Default for AgentConfig {
             output_limit: 8 * 1024 * 1024,
             output_retention: Duration::from_secs(3600),
             host_paths: HostPaths::none(),
+            volume_options: crate::mounts::VolumeOptions::none(),
             node_check: Duration::from_secs(1),
         }
     }

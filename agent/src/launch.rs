@@ -229,6 +229,7 @@ mod tests {
                 framework_role: None,
                 executor_id: None,
                 host_paths: &crate::mounts::HostPaths::none(),
+                volume_options: &crate::mounts::VolumeOptions::none(),
             },
         )
         .unwrap()

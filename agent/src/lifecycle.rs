@@ -39,6 +39,7 @@ impl<S: Swarm + 'static> Agent<S> {
             let (tasks, agent_id, framework_id, role, executor_id) =
                 (tasks.clone(), agent_id.clone(), framework_id.clone(), role.clone(), executor_id.clone());
             let host_paths = self.config.host_paths.clone();
+            let volume_options = self.config.volume_options.clone();
             tokio::task::spawn_blocking(move || {
                 let ctx = LaunchContext {
                     agent_id: &agent_id.value,
@@ -46,6 +47,7 @@ impl<S: Swarm + 'static> Agent<S> {
                     framework_role: role.as_deref(),
                     executor_id: executor_id.as_ref(),
                     host_paths: &host_paths,
+                    volume_options: &volume_options,
                 };
                 tasks.iter().map(|t| TaskPlan::from_task_info(t, &ctx)).collect::<Result<Vec<TaskPlan>, _>>()
             })

@@ -3,9 +3,13 @@
 //! anything is created:
 //!
 //! - `source.type = DOCKER_VOLUME`, `docker_volume.name` (driver `local` or
-//!   any plugin, `driver_options` passed on): a named Docker volume, created
-//!   by Docker on first use and never removed by the agent (it is the job's
-//!   data);
+//!   any plugin): a named Docker volume, created by Docker on first use and
+//!   never removed by the agent (it is the job's data). Its `driver_options`
+//!   are refused unless the agent allows that driver's option
+//!   (`--allow-volume-option DRIVER:KEY`, [`VolumeOptions`]), and the `local`
+//!   driver never binds a host path (`o=bind` or `type=none` with a
+//!   `device`), allowed or not: that would be a host path past
+//!   `--allow-host-path-prefix`;
 //! - `source.type = DOCKER_VOLUME` with `docker_volume.driver = "tmpfs"`: a
 //!   fresh tmpfs for this task alone (Mesos has no tmpfs source; no Docker
 //!   volume driver is called `tmpfs`, so the name cannot mean anything
@@ -42,6 +46,8 @@ pub enum MountPlan {
 pub enum PrefixError {
     #[error("--allow-host-path-prefix '{}' is not an absolute path: give the directory from /", .prefix.display())]
     NotAbsolute { prefix: PathBuf },
+    #[error("--allow-volume-option '{given}' is not DRIVER:KEY (e.g. nfs:addr)")]
+    VolumeOption { given: String },
     #[error("--allow-host-path-prefix '{}' cannot be resolved: {source}; give an existing directory", .prefix.display())]
     Unresolvable {
         prefix: PathBuf,
@@ -117,10 +123,64 @@ pub enum MountError {
     VolumeName { target: String, name: String },
     #[error("volume container_path '{target}' must be an absolute path other than / without '..'")]
     ContainerPath { target: String },
+    #[error("volume {target}: {rule}")]
+    VolumeOption { target: String, rule: String },
 }
 
 /// The pseudo volume driver that asks for a tmpfs.
 pub const TMPFS_DRIVER: &str = "tmpfs";
+
+/// The driver Docker uses when a volume names none.
+const LOCAL_DRIVER: &str = "local";
+
+/// Which volume driver options a task may pass (`--allow-volume-option
+/// DRIVER:KEY`); none by default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VolumeOptions {
+    allowed: std::collections::BTreeSet<(String, String)>,
+}
+
+impl VolumeOptions {
+    /// No option is allowed.
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Allows each `DRIVER:KEY`.
+    pub fn allow(pairs: &[String]) -> Result<Self, PrefixError> {
+        let mut allowed = std::collections::BTreeSet::new();
+        for pair in pairs {
+            match pair.split_once(':') {
+                Some((driver, key)) if !driver.is_empty() && !key.is_empty() => {
+                    allowed.insert((driver.to_owned(), key.to_owned()));
+                }
+                _ => return Err(PrefixError::VolumeOption { given: pair.clone() }),
+            }
+        }
+        Ok(Self { allowed })
+    }
+
+    /// Whether a volume of `driver` may carry `options`, else why not.
+    fn check(&self, target: &str, driver: &str, options: &[(String, String)]) -> Result<(), MountError> {
+        let refused = |rule: String| MountError::VolumeOption { target: target.to_owned(), rule };
+        if driver == LOCAL_DRIVER {
+            let value = |k: &str| options.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+            let binds = value("o").is_some_and(|o| o.split(',').any(|part| part.trim() == "bind"))
+                || value("type") == Some("none");
+            if binds && value("device").is_some() {
+                return Err(refused(
+                    "the local driver would bind a host directory (o=bind or type=none with a device); a host path is a HOST_PATH volume, under --allow-host-path-prefix".to_owned(),
+                ));
+            }
+        }
+        match options.iter().find(|(key, _)| !self.allowed.contains(&(driver.to_owned(), key.clone()))) {
+            None => Ok(()),
+            Some((key, _)) => Err(refused(format!(
+                "driver option '{key}' of driver '{driver}' is not allowed on this agent (its operator may allow it with --allow-volume-option {driver}:{key})"
+            ))),
+        }
+    }
+}
 
 /// The host path prefixes bind mounts may come from, resolved.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -170,7 +230,11 @@ impl HostPaths {
 }
 
 /// The mounts of `volumes` (SECRET volumes are skipped: they are files).
-pub fn mounts(volumes: &[Volume], host_paths: &HostPaths) -> Result<Vec<MountPlan>, MountError> {
+pub fn mounts(
+    volumes: &[Volume],
+    host_paths: &HostPaths,
+    volume_options: &VolumeOptions,
+) -> Result<Vec<MountPlan>, MountError> {
     let mut out = Vec::new();
     for volume in volumes {
         let target = &volume.container_path;
@@ -188,7 +252,7 @@ pub fn mounts(volumes: &[Volume], host_paths: &HostPaths) -> Result<Vec<MountPla
         let kind = source.get("type").and_then(|t| t.as_str()).unwrap_or("");
         let plan = match kind {
             "SECRET" => continue,
-            "DOCKER_VOLUME" => docker_volume(source.get("docker_volume"), target, read_only)?,
+            "DOCKER_VOLUME" => docker_volume(source.get("docker_volume"), target, read_only, volume_options)?,
             "HOST_PATH" => {
                 let path = source
                     .get("host_path")
@@ -207,7 +271,12 @@ pub fn mounts(volumes: &[Volume], host_paths: &HostPaths) -> Result<Vec<MountPla
     Ok(out)
 }
 
-fn docker_volume(spec: Option<&serde_json::Value>, target: &str, read_only: bool) -> Result<MountPlan, MountError> {
+fn docker_volume(
+    spec: Option<&serde_json::Value>,
+    target: &str,
+    read_only: bool,
+    volume_options: &VolumeOptions,
+) -> Result<MountPlan, MountError> {
     let target_owned = || target.to_owned();
     let spec = spec.ok_or_else(|| MountError::DockerVolumeMissing { target: target_owned() })?;
     let driver = spec.get("driver").and_then(|d| d.as_str()).filter(|d| !d.is_empty());
@@ -248,6 +317,7 @@ fn docker_volume(spec: Option<&serde_json::Value>, target: &str, read_only: bool
     if !is_volume_name(name) {
         return Err(MountError::VolumeName { target: target_owned(), name: name.to_owned() });
     }
+    volume_options.check(target, driver.unwrap_or(LOCAL_DRIVER), &options)?;
     Ok(MountPlan::Volume {
         name: name.to_owned(),
         driver: driver.map(str::to_owned),
@@ -309,8 +379,9 @@ mod tests {
             volume(serde_json::json!({"container_path": "/run/secrets/k", "mode": "RO", "source": {"type": "SECRET",
                 "secret": {"type": "VALUE", "value": {"data": "eA=="}}}})),
         ];
+        let uid = VolumeOptions::allow(&["local:o".to_owned()]).unwrap();
         assert_eq!(
-            mounts(&v, &HostPaths::none()).unwrap(),
+            mounts(&v, &HostPaths::none(), &uid).unwrap(),
             vec![
                 MountPlan::Volume {
                     name: "job-data".into(),
@@ -342,7 +413,7 @@ mod tests {
         let bind = |path: &str| {
             let v = volume(serde_json::json!({"container_path": "/in", "mode": "RO",
                 "source": {"type": "HOST_PATH", "host_path": {"path": path}}}));
-            mounts(&[v], &policy)
+            mounts(&[v], &policy, &VolumeOptions::none())
         };
         let inside = format!("{}/in", allowed.display());
         let real_inside = std::fs::canonicalize(&inside).unwrap().display().to_string();
@@ -365,15 +436,19 @@ mod tests {
         );
         // The deprecated top-level host_path follows the same rule.
         let legacy = volume(serde_json::json!({"container_path": "/in", "mode": "RW", "host_path": "/etc"}));
-        assert!(mounts(&[legacy], &policy).unwrap_err().to_string().contains("host path '/etc'"));
+        assert!(
+            mounts(&[legacy], &policy, &VolumeOptions::none()).unwrap_err().to_string().contains("host path '/etc'")
+        );
         let none = volume(serde_json::json!({"container_path": "/in", "mode": "RW", "host_path": inside}));
-        let err = mounts(&[none], &HostPaths::none()).unwrap_err().to_string();
+        let err = mounts(&[none], &HostPaths::none(), &VolumeOptions::none()).unwrap_err().to_string();
         assert!(err.contains("--allow-host-path-prefix"), "{err}");
     }
 
     #[test]
     fn unsupported_sources_and_bad_fields_name_what_is_wrong() {
-        let refuse = |json: serde_json::Value| mounts(&[volume(json)], &HostPaths::none()).unwrap_err().to_string();
+        let refuse = |json: serde_json::Value| {
+            mounts(&[volume(json)], &HostPaths::none(), &VolumeOptions::none()).unwrap_err().to_string()
+        };
         assert!(
             refuse(serde_json::json!({"container_path": "/x", "mode": "RW", "source": {"type": "SANDBOX_PATH"}}))
                 .contains("'SANDBOX_PATH' is not supported")
@@ -400,10 +475,38 @@ mod tests {
         let example: serde_json::Value = serde_json::from_str(&json).unwrap();
         let volumes: Vec<Volume> = serde_json::from_value(example["volumes"].clone()).unwrap();
         let (host, others): (Vec<_>, Vec<_>) = volumes.into_iter().partition(|v| v.container_path == "/input");
-        let plans = mounts(&others, &HostPaths::none()).unwrap();
+        let plans = mounts(&others, &HostPaths::none(), &VolumeOptions::none()).unwrap();
         assert!(matches!(&plans[0], MountPlan::Volume { name, read_only: false, .. } if name == "pi-results"));
         assert!(matches!(&plans[1], MountPlan::Tmpfs { size_bytes: Some(n), .. } if *n == 256 << 20));
-        let err = mounts(&host, &HostPaths::none()).unwrap_err().to_string();
+        let err = mounts(&host, &HostPaths::none(), &VolumeOptions::none()).unwrap_err().to_string();
         assert!(err.contains("host path '/srv/datasets/pi'"), "{err}");
+    }
+
+    #[test]
+    fn driver_options_pass_only_when_allowed_and_the_local_driver_never_binds_a_host_path() {
+        let with = |driver: &str, options: serde_json::Value| {
+            volume(serde_json::json!({"container_path": "/data", "mode": "RW", "source": {"type": "DOCKER_VOLUME",
+                "docker_volume": {"name": "v", "driver": driver, "driver_options": {"parameter": options}}}}))
+        };
+        let root = serde_json::json!([{"key": "type", "value": "none"}, {"key": "o", "value": "bind"}, {"key": "device", "value": "/"}]);
+        let everything = VolumeOptions::allow(&["local:type".into(), "local:o".into(), "local:device".into()]).unwrap();
+        for allowed in [VolumeOptions::none(), everything.clone()] {
+            let err = mounts(&[with("local", root.clone())], &HostPaths::none(), &allowed).unwrap_err().to_string();
+            assert!(err.contains("the local driver would bind a host directory"), "{err}");
+        }
+        let rw_bind = serde_json::json!([{"key": "o", "value": "rw,bind"}, {"key": "device", "value": "/var/run"}]);
+        assert!(mounts(&[with("local", rw_bind)], &HostPaths::none(), &everything).is_err(), "o=rw,bind binds too");
+        let nfs = serde_json::json!([{"key": "type", "value": "nfs"}, {"key": "o", "value": "addr=10.0.0.1"}, {"key": "device", "value": ":/export"}]);
+        let err = mounts(&[with("local", nfs.clone())], &HostPaths::none(), &VolumeOptions::none()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "volume /data: driver option 'type' of driver 'local' is not allowed on this agent (its operator may allow it with --allow-volume-option local:type)"
+        );
+        assert!(mounts(&[with("local", nfs)], &HostPaths::none(), &everything).is_ok(), "an allowed NFS volume");
+        let plugin = serde_json::json!([{"key": "size", "value": "1G"}]);
+        assert!(mounts(&[with("rexray", plugin.clone())], &HostPaths::none(), &everything).is_err(), "per driver");
+        let rexray = VolumeOptions::allow(&["rexray:size".into()]).unwrap();
+        assert!(mounts(&[with("rexray", plugin)], &HostPaths::none(), &rexray).is_ok());
+        assert!(VolumeOptions::allow(&["nokey".into()]).unwrap_err().to_string().contains("is not DRIVER:KEY"));
     }
 }

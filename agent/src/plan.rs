@@ -14,7 +14,7 @@ use mpiswarm_mesos::task::{ContainerType, DockerNetwork, VolumeMode};
 use mpiswarm_mesos::{ExecutorId, FrameworkId, TaskId, TaskInfo};
 
 use crate::labels;
-use crate::mounts::{HostPaths, MountError, MountPlan, mounts};
+use crate::mounts::{HostPaths, MountError, MountPlan, VolumeOptions, mounts};
 
 /// Who is asking and where: the parts of a service that do not come from the
 /// TaskInfo itself.
@@ -26,6 +26,8 @@ pub struct LaunchContext<'a> {
     pub executor_id: Option<&'a ExecutorId>,
     /// Where bind mounts may come from.
     pub host_paths: &'a HostPaths,
+    /// Which volume driver options may be passed.
+    pub volume_options: &'a VolumeOptions,
 }
 
 /// A TaskInfo the agent refuses; becomes TASK_ERROR / REASON_TASK_INVALID.
@@ -232,7 +234,7 @@ impl TaskPlan {
             aliases.push(by_name);
         }
         let files = files(task).map_err(invalid)?;
-        let mounts = mounts(&container.volumes, ctx.host_paths).map_err(|e| invalid(e.into()))?;
+        let mounts = mounts(&container.volumes, ctx.host_paths, ctx.volume_options).map_err(|e| invalid(e.into()))?;
         let stop_grace_nanos = match task.kill_policy.as_ref().and_then(|k| k.grace_period) {
             Some(d) if d.nanoseconds < 0 => {
                 return Err(invalid(Refusal::GracePeriod { nanos: d.nanoseconds }));

@@ -230,6 +230,8 @@ mod tests {
                 framework_role: Some("mpi"),
                 executor_id: Some(&ex),
                 host_paths: &crate::mounts::HostPaths::none(),
+                // The option the volume test passes, allowed as an operator would.
+                volume_options: &crate::mounts::VolumeOptions::allow(&["local:o".to_owned()]).unwrap(),
             },
         )
     }
@@ -372,7 +374,7 @@ mod tests {
         let mut t = task();
         let volumes: Vec<mpiswarm_mesos::task::Volume> = serde_json::from_value(serde_json::json!([
             {"container_path": "/data", "mode": "RO", "source": {"type": "DOCKER_VOLUME",
-                "docker_volume": {"name": "inputs", "driver": "local", "driver_options": {"parameter": [{"key": "o", "value": "bind"}]}}}},
+                "docker_volume": {"name": "inputs", "driver": "local", "driver_options": {"parameter": [{"key": "o", "value": "uid=1000"}]}}}},
             {"container_path": "/scratch", "mode": "RW", "source": {"type": "DOCKER_VOLUME",
                 "docker_volume": {"name": "-", "driver": "tmpfs", "driver_options": {"parameter": [{"key": "size", "value": "16m"}]}}}}
         ]))
@@ -388,7 +390,7 @@ mod tests {
             (Some(MountType::VOLUME), Some("inputs"), Some(true))
         );
         let driver = mounts[0].volume_options.as_ref().unwrap().driver_config.as_ref().unwrap();
-        assert_eq!((driver.name.as_deref(), driver.options.as_ref().unwrap()["o"].as_str()), (Some("local"), "bind"));
+        assert_eq!((driver.name.as_deref(), driver.options.as_ref().unwrap()["o"].as_str()), (Some("local"), "uid=1000"));
         assert_eq!((mounts[1].typ, mounts[1].target.as_deref()), (Some(MountType::TMPFS), Some("/scratch")));
         assert_eq!(mounts[1].tmpfs_options.as_ref().unwrap().size_bytes, Some(16 << 20));
     }
