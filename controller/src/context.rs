@@ -10,6 +10,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::AtomicBool;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use k8s_openapi::api::core::v1::Namespace;
+use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use mpiswarm_crds::MpiJob;
 use mpiswarm_policy::Backfill;
@@ -89,6 +91,9 @@ pub struct Context {
     pub trigger: futures::channel::mpsc::UnboundedSender<ObjectRef<MpiJob>>,
     /// The reconciler's cache of MpiJobs, once the controller runs.
     pub store: OnceLock<Store<MpiJob>>,
+    /// The cache of Namespaces (their role policy), set and synced before
+    /// the first reconcile.
+    pub namespaces: OnceLock<Store<Namespace>>,
     /// Signalled whenever a task update changed the books (cleanup waits on it).
     pub task_changed: Notify,
     /// Subscribed to the master (for /readyz).
@@ -116,6 +121,7 @@ impl Context {
             commands,
             trigger,
             store: OnceLock::new(),
+            namespaces: OnceLock::new(),
             task_changed: Notify::new(),
             subscribed: AtomicBool::new(false),
             expectations: Expectations::default(),
@@ -133,6 +139,17 @@ impl Context {
     pub fn cached_job(&self, uid: &str) -> Option<std::sync::Arc<MpiJob>> {
         let key = self.books.key(uid)?;
         self.store.get()?.get(&key)
+    }
+
+    /// Whether the job's namespace allows its `spec.role`
+    /// ([`crate::role_policy`]); `None` while the namespace is not in the
+    /// cache (just created: ask again). Without a namespace cache (a
+    /// controller under test that set none) every role is allowed.
+    pub fn role_allowed(&self, job: &MpiJob) -> Option<Result<(), String>> {
+        let Some(namespaces) = self.namespaces.get() else { return Some(Ok(())) };
+        let name = job.namespace().unwrap_or_default();
+        let ns = namespaces.get(&ObjectRef::new(&name))?;
+        Some(crate::role_policy::check(&name, ns.metadata.annotations.as_ref(), &job.spec.role))
     }
 
     pub fn send(&self, command: Command) {

@@ -23,6 +23,8 @@ pub enum Error {
     Lease(#[from] kube_lease_manager::LeaseManagerError),
     #[error("leader election: the lease manager stopped")]
     LeaseManagerStopped,
+    #[error("the Namespaces (their role policy, mpiswarm.io/allowed-roles) could not be read: the watch stopped")]
+    NamespacesUnread,
     #[error("leader election: {identity} lost the lease")]
     LeaseLost { identity: String },
     #[error("serving {what} on {addr}: {source}")]
@@ -53,6 +55,7 @@ impl Error {
             Error::Mesos(_) => "mesos",
             Error::Lease(_) | Error::LeaseManagerStopped | Error::LeaseLost { .. } => "lease",
             Error::Serve { .. } => "serve",
+            Error::NamespacesUnread => "namespaces",
             Error::MasterCredentials(_)
             | Error::CaFile(_)
             | Error::Kubeconfig { .. }

@@ -9,7 +9,8 @@
 //! - [`driver`] and [`round`]: the Mesos subscription, and its decisions (pure);
 //! - [`launch`]: a placed gang as LAUNCH_GROUP operations (pure);
 //! - [`gang`], [`books`], [`restore`]: what is known of each gang;
-//! - [`keys`], [`framework_id`]: the per-job SSH key and the framework id, in the cluster.
+//! - [`keys`], [`framework_id`]: the per-job SSH key and the framework id, in the cluster;
+//! - [`role_policy`]: which roles a namespace's jobs may use (pure).
 //!
 //! Only the leader (a `coordination.k8s.io/v1` Lease) reconciles and subscribes.
 
@@ -35,6 +36,7 @@ mod readme_tests;
 pub mod reconcile;
 pub mod restore;
 pub mod retries;
+pub mod role_policy;
 pub mod round;
 mod round_log;
 
@@ -44,6 +46,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt as _;
 use kube::api::Api;
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -319,6 +322,32 @@ async fn lead(
     let controller = Controller::for_stream(stream, reader.clone())
         .with_config(kube::runtime::controller::Config::default().concurrency(options.settings.concurrency));
     let _set = ctx.store.set(reader);
+    // The namespaces' role policy (`role_policy`): cached, and complete
+    // before the first reconcile, so a job is never admitted on a policy
+    // not read yet.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace_config = match &options.namespace {
+        Some(ns) => watcher::Config::default().fields(&format!("metadata.name={ns}")),
+        None => watcher::Config::default(),
+    };
+    let (namespace_reader, namespace_writer) = kube::runtime::reflector::store();
+    let mut namespace_watch = tokio::spawn(
+        watcher(namespaces, namespace_config.any_semantic())
+            .default_backoff()
+            .modify(|ns: &mut Namespace| ns.managed_fields_mut().clear())
+            .reflect(namespace_writer)
+            .for_each(|event| {
+                if let Err(e) = event {
+                    tracing::warn!(error = %e, "watching Namespaces (their role policy) failed; retrying");
+                }
+                futures::future::ready(())
+            }),
+    );
+    tokio::select! {
+        ready = namespace_reader.wait_until_ready() => ready.map_err(|_| Error::NamespacesUnread)?,
+        _ = &mut namespace_watch => return Err(Error::NamespacesUnread),
+    }
+    let _set = ctx.namespaces.set(namespace_reader);
     let mut driver = tokio::spawn(driver::run(
         ctx.clone(),
         driver::DriverConfig {
@@ -362,6 +391,7 @@ async fn lead(
         driver.abort();
     }
     drop(leading);
+    namespace_watch.abort();
     let _released = tokio::time::timeout(Duration::from_secs(5), lease_task).await;
     http.abort();
     outcome

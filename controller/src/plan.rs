@@ -59,8 +59,9 @@ pub struct Inputs<'a> {
     pub now: i64,
     /// Seconds a launched gang may take until every task runs.
     pub launch_timeout: i64,
-    /// What `validate()` and the demand translation found wrong, if anything.
-    pub invalid: Option<String>,
+    /// What `validate()`, the demand translation or the namespace's role
+    /// policy found wrong, if anything, with the `Invalid` condition's reason.
+    pub invalid: Option<(R, String)>,
 }
 
 fn time(secs: i64) -> Time {
@@ -189,8 +190,8 @@ pub fn plan(inputs: &Inputs<'_>) -> Plan {
         return b.done();
     }
 
-    if let Some(why) = &b.inputs.invalid {
-        b.cond(C::Invalid, true, R::InvalidSpec, why);
+    if let Some((reason, why)) = &b.inputs.invalid {
+        b.cond(C::Invalid, true, *reason, why);
         b.finish(Phase::Failed, R::Invalid, &format!("the MpiJob is invalid: {why}"));
         return b.done();
     }
@@ -449,7 +450,7 @@ mod tests {
         gang: Option<&'a GangBook>,
         queue: Option<QueueView>,
         now: i64,
-        invalid: Option<String>,
+        invalid: Option<(R, String)>,
     }
 
     impl<'a> Row<'a> {
@@ -498,7 +499,7 @@ mod tests {
     #[test]
     fn an_invalid_job_fails_with_the_reason_and_is_never_queued() {
         let mut row = Row::new(job(""));
-        row.invalid = Some("spec.image: Invalid value".into());
+        row.invalid = Some((R::InvalidSpec, "spec.image: Invalid value".into()));
         let p = row.settle();
         assert_eq!(phase(&p), Phase::Failed);
         assert!(p.status.is_true(C::Invalid));

@@ -22,7 +22,7 @@ use kube::runtime::controller::Action as Requeue;
 use kube::runtime::finalizer::{self, Event as Finalizer, finalizer};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
-use mpiswarm_crds::{FINALIZER, MpiJob, MpiJobStatus, Phase};
+use mpiswarm_crds::{ConditionReason, FINALIZER, MpiJob, MpiJobStatus, Phase};
 use serde_json::json;
 use tracing::Instrument;
 
@@ -100,11 +100,23 @@ async fn apply(job: &Arc<MpiJob>, ctx: &Context) -> Result<Requeue, Error> {
     let old = job.status.clone().unwrap_or_default();
     // Never reconciled before: its SSH key Secret cannot exist yet.
     let fresh = old.condition(mpiswarm_crds::ConditionType::Created).is_none();
-    let invalid = match (job.spec.validate(), demand::job_demand(&job.spec)) {
-        (Err(e), _) => Some(e.to_string()),
-        (Ok(()), Err(e)) => Some(e.to_string()),
+    let mut invalid = match (job.spec.validate(), demand::job_demand(&job.spec)) {
+        (Err(e), _) => Some((ConditionReason::InvalidSpec, e.to_string())),
+        (Ok(()), Err(e)) => Some((ConditionReason::InvalidSpec, e.to_string())),
         _ => None,
     };
+    // The role is admitted once, when the job is first seen, as admission
+    // would: a later change of the namespace's policy stops no running job.
+    if fresh && invalid.is_none() {
+        match ctx.role_allowed(job) {
+            Some(Ok(())) => {}
+            Some(Err(why)) => invalid = Some((ConditionReason::RoleNotAllowed, why)),
+            None => {
+                tracing::debug!("the job's namespace is not in the cache yet; its role policy is asked again");
+                return Ok(Requeue::requeue(STALE_CACHE_RETRY));
+            }
+        }
+    }
     let gang = ctx.books.gang(&uid);
     let queue = ctx.books.queue_view(&uid);
     let planned = plan(&Inputs {

@@ -5,6 +5,8 @@
 
 mod common;
 
+use mpiswarm_controller::names::{TaskName, TaskRole};
+
 use std::time::Duration;
 
 use common::{Stack, condition, job_yaml, phase_of, program};
@@ -93,6 +95,49 @@ async fn invalid_and_impossible_jobs_say_why_and_disturb_no_other_job() {
     s.until_phase("fine", Phase::Succeeded).await;
     assert!(event_reasons(&s, "bad-flags").contains(&"Invalid".to_owned()));
     assert!(event_reasons(&s, "too-big").contains(&"Unschedulable".to_owned()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_whose_namespace_does_not_allow_its_role_is_invalid_and_nothing_of_it_runs() {
+    let s = Stack::start(two_nodes()).await;
+    let namespace = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n  annotations: {mpiswarm.io/allowed-roles: team-a}\n";
+    let foreign = job_yaml("foreign", 2, 0.5, &program("sleep 600"), "  role: team-b\n");
+    let own = job_yaml("own", 2, 0.5, &program("sleep 0.5"), "  role: team-a\n");
+    // The namespace and its jobs in one apply: a job the controller sees
+    // before its namespace waits for it, it is never admitted unread.
+    s.kubectl_ok(&["apply", "-n", "team-a", "-f", "-"], Some(&format!("{namespace}---\n{foreign}---\n{own}")));
+    let jobs: kube::Api<mpiswarm_crds::MpiJob> = kube::Api::namespaced(s.client.clone(), "team-a");
+    let until = |name: &'static str, phase: Phase| {
+        let jobs = jobs.clone();
+        async move {
+            let wait = kube::runtime::wait::await_condition(jobs, name, move |j: Option<&mpiswarm_crds::MpiJob>| {
+                j.and_then(phase_of) == Some(phase)
+            });
+            let job = tokio::time::timeout(common::DEADLINE, wait).await;
+            job.unwrap_or_else(|_| panic!("{name} not {phase:?} within {:?}", common::DEADLINE)).unwrap().unwrap()
+        }
+    };
+    let refused = until("foreign", Phase::Failed).await;
+    let c = condition(&refused, C::Invalid).expect("the Invalid condition");
+    assert_eq!((c.status.as_str(), c.reason.as_str()), ("True", "RoleNotAllowed"));
+    assert_eq!(
+        c.message,
+        "spec.role 'team-b' is not allowed in namespace 'team-a': its annotation mpiswarm.io/allowed-roles allows team-a"
+    );
+    let uid = refused.metadata.uid.clone().expect("a uid");
+    assert!(refused.status.unwrap().placement.is_none(), "never placed");
+    until("own", Phase::Succeeded).await;
+    let launcher = TaskName::new(&uid, 0, TaskRole::Launcher).to_string();
+    let prefix = launcher.rsplit_once("-g").expect("a task name with its generation").0;
+    let held: Vec<String> = s
+        .agents
+        .agents()
+        .iter()
+        .flat_map(|a| a.tasks())
+        .map(|t| t.info.task_id.value)
+        .filter(|id| id.starts_with(prefix))
+        .collect();
+    assert!(held.is_empty(), "no agent holds a task of the refused job: {held:?}");
 }
 
 async fn until_nothing_runs(s: &mut Stack) {

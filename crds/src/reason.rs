@@ -35,6 +35,9 @@ condition_reasons! {
     Created,
     /// `Invalid`: the spec breaks a rule the schema cannot check (`validate()`).
     InvalidSpec,
+    /// `Invalid`: the job's namespace does not allow its `spec.role`
+    /// (annotation `mpiswarm.io/allowed-roles` on the Namespace).
+    RoleNotAllowed,
     /// `Failed`: the job failed because it is invalid.
     Invalid,
     /// `Suspended` (and `Running`, `Unschedulable` cleared): `runPolicy.suspend` is true.
