@@ -9,7 +9,9 @@
 //! credential (`--credential FILE`, or `--principal` with `--secret-file`)
 //! goes to the master and to the agents as HTTP basic authentication. The
 //! agents are reached with the master's scheme: Mesos secures a cluster as
-//! a whole, and an agent beyond loopback serves HTTPS only.
+//! a whole, and an agent beyond loopback serves HTTPS only. On the local
+//! stack (no `--kubeconfig`) without a credential flag, the operator
+//! credential `up` made and recorded in `DATA/stack.json` is used.
 
 use std::io::Write;
 use std::time::Duration;
@@ -64,7 +66,15 @@ struct Mesos {
 impl Mesos {
     /// Reads the files the flags name before anything is asked of the cluster.
     fn from_args(args: &LogsArgs) -> Result<Self> {
-        let credential = args.credential.read()?;
+        let credential = match args.credential.read()? {
+            Some(given) => Some(given),
+            None if args.target.kubeconfig.is_none() => {
+                let recorded = mpiswarm_stack::stack_file::read(&args.target.data_dir).ok();
+                let file = recorded.and_then(|s| s.operator_credential);
+                file.map(|f| Credential::from_file(&f)).transpose()?
+            }
+            None => None,
+        };
         let ca = args.master.ca()?;
         Ok(Self { http: mpiswarm_mesos::tls::http_client(ca.as_ref()), credential })
     }

@@ -73,9 +73,10 @@ fn until<T>(what: &str, started: Instant, mut check: impl FnMut() -> Option<T>) 
     }
 }
 
-/// The offer layer's view: (agent ids, framework ids of connected frameworks).
-fn master_state(offers: &str) -> Option<(Vec<String>, Vec<String>)> {
-    let body = mpiswarm_testkit::http::get_ok(&format!("{offers}/master/state")).ok()?;
+/// The offer layer's view, asked as the stack's operator: (agent ids,
+/// framework ids of connected frameworks).
+fn master_state(offers: &str, operator: Option<&(String, String)>) -> Option<(Vec<String>, Vec<String>)> {
+    let body = mpiswarm_testkit::http::get_ok_as(&format!("{offers}/master/state"), operator).ok()?;
     let state: Value = serde_json::from_str(&body).ok()?;
     let ids = |key: &str, connected: bool| {
         state[key]
@@ -109,8 +110,12 @@ fn split_components_restart_alone_with_their_port_and_ids_and_down_stops_them_al
         assert_eq!((*restarts, args[0].as_str()), (0, name.as_str()), "{name} runs `mpiswarm {name}`");
     }
     let offers = stack(&dir)["offers"].as_str().expect("offers url").to_owned();
+    let operator = mpiswarm_testkit::http::stack_operator(&stack(&dir)).expect("a readable operator credential");
+    assert!(operator.is_some(), "up recorded the operator's credential");
+    let anonymous = mpiswarm_testkit::http::get(&format!("{offers}/master/state")).expect("an answer");
+    assert_eq!(anonymous.0, 401, "the offer layer of up authenticates its callers: {anonymous:?}");
     let (agents, frameworks) = until("the controller subscribed", started, || {
-        master_state(&offers).filter(|(a, f)| a.len() == 1 && f.len() == 1)
+        master_state(&offers, operator.as_ref()).filter(|(a, f)| a.len() == 1 && f.len() == 1)
     });
     let agent_id = std::fs::read_to_string(dir.join("agent/agent_id")).expect("the agent's persisted id");
     assert_eq!(agents, [agent_id.trim()], "the agent registered under its persisted id");
@@ -128,7 +133,7 @@ fn split_components_restart_alone_with_their_port_and_ids_and_down_stops_them_al
     assert_eq!(stack(&dir)["offers"].as_str(), Some(offers.as_str()), "the same address");
     let (agents_after, frameworks_after) =
         until("agent and framework back on the restarted offer layer", started, || {
-            master_state(&offers).filter(|(a, f)| a.len() == 1 && f.len() == 1)
+            master_state(&offers, operator.as_ref()).filter(|(a, f)| a.len() == 1 && f.len() == 1)
         });
     assert_eq!((agents_after, frameworks_after), (agents, frameworks), "the same agent and framework ids");
 

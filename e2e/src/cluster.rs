@@ -137,8 +137,12 @@ impl Cluster {
     /// Cpus each node's agent advertises, by hostname, as the offer layer
     /// has them (`/master/state`).
     pub fn advertised_cpus(&self) -> BTreeMap<String, f64> {
-        let offers = self.stack()["offers"].as_str().unwrap_or_default().trim_end_matches('/').to_owned();
-        let state = crate::engine::get_url(&format!("{offers}/master/state")).unwrap_or_else(|e| panic!("{e}"));
+        let stack = self.stack();
+        let offers = stack["offers"].as_str().unwrap_or_default().trim_end_matches('/').to_owned();
+        let operator = mpiswarm_testkit::http::stack_operator(&stack).unwrap_or_else(|e| panic!("{e}"));
+        let body = mpiswarm_testkit::http::get_ok_as(&format!("{offers}/master/state"), operator.as_ref())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let state: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("/master/state: {e}"));
         state["slaves"]
             .as_array()
             .into_iter()

@@ -77,8 +77,10 @@ impl Cluster {
 
     /// The offer layer's `/master/state`.
     pub fn master_state(&self) -> Result<Value, String> {
-        let offers = self.stack()["offers"].as_str().unwrap_or_default().to_owned();
-        let body = mpiswarm_testkit::http::get_ok(&format!("{offers}/master/state"))?;
+        let stack = self.stack();
+        let offers = stack["offers"].as_str().unwrap_or_default().to_owned();
+        let operator = mpiswarm_testkit::http::stack_operator(&stack)?;
+        let body = mpiswarm_testkit::http::get_ok_as(&format!("{offers}/master/state"), operator.as_ref())?;
         serde_json::from_str(&body).map_err(|e| format!("/master/state: {e}: {body}"))
     }
 
@@ -90,13 +92,21 @@ impl Cluster {
         agent["id"].as_str().map(str::to_owned)
     }
 
-    /// The agent of node `hostname`'s `/state`: the tasks it knows, with their state.
+    /// The agent of node `hostname`'s `/state`: the tasks it knows, with
+    /// their state, read as the stack's operator (after checking that the
+    /// agent refuses a caller without credentials).
     pub fn agent_state(&self, hostname: &str) -> Result<Value, String> {
         let stack = self.stack();
         let index = self.nodes().iter().position(|n| n.hostname == hostname).ok_or(format!("no node {hostname}"))?;
         // stack.json lists the agents' addresses sorted by hostname, as `nodes()` is.
         let addr = stack["agents"][index].as_str().ok_or(format!("no agent address for {hostname}: {stack}"))?;
-        let body = mpiswarm_testkit::http::get_ok(&format!("http://{addr}/state"))?;
+        let operator = mpiswarm_testkit::http::stack_operator(&stack)?;
+        let url = format!("http://{addr}/state");
+        let anonymous = mpiswarm_testkit::http::get(&url)?;
+        if anonymous.0 != 401 {
+            return Err(format!("the agent of {hostname} answered {url} without authentication: {anonymous:?}"));
+        }
+        let body = mpiswarm_testkit::http::get_ok_as(&url, operator.as_ref())?;
         serde_json::from_str(&body).map_err(|e| format!("/state of {hostname}: {e}: {body}"))
     }
 }

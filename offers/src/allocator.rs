@@ -16,7 +16,11 @@
 //!   framework that refused 0.1 cpu and later 0.9 cpu of an agent has not
 //!   refused the 1 cpu that is free once both are back);
 //! - SUPPRESS takes a framework's role out of the sorter, REVIVE puts it
-//!   back and clears that role's filters.
+//!   back and clears that role's filters;
+//! - a role's quota limit (Mesos quota `limit`) caps what the role holds,
+//!   offered or used, summed over all agents: a grant is what is free cut
+//!   down to the role's headroom, and a role without allocatable headroom
+//!   is passed over (the next role in DRF order gets the agent).
 
 use crate::drf::{DrfSorter, Scalars};
 use mpiswarm_mesos::quantities::Quantities;
@@ -89,6 +93,20 @@ pub struct Allocator {
     frameworks: HashMap<String, FrameworkEntry>,
     /// The live refusals of each (framework, role, agent).
     filters: HashMap<(String, String, String), Vec<RefusalFilter>>,
+    /// Quota limits by role: the most of each named scalar the role may hold.
+    limits: BTreeMap<String, Scalars>,
+}
+
+/// `free` with every scalar `headroom` names cut down to it (others whole).
+fn within(free: &Quantities, headroom: &Scalars) -> Quantities {
+    let mut q = free.clone();
+    for (name, room) in headroom {
+        if let Some(v) = q.scalars.get_mut(name) {
+            *v = v.min(room.max(0.0));
+        }
+    }
+    q.scalars.retain(|_, v| *v > 1e-6);
+    q
 }
 
 fn scalars(q: &Quantities) -> Scalars {
@@ -106,6 +124,22 @@ impl Allocator {
 
     pub fn set_weight(&mut self, role: &str, weight: f64) {
         self.sorter.set_weight(role, weight);
+    }
+
+    /// Caps what `role` may hold (offered or used) at `limit`, by scalar
+    /// name; an empty limit removes the cap. What the role holds already
+    /// stays; it is only offered no more until it is under the limit.
+    pub fn set_limit(&mut self, role: &str, limit: Scalars) {
+        if limit.is_empty() {
+            self.limits.remove(role);
+        } else {
+            self.limits.insert(role.to_owned(), limit);
+        }
+    }
+
+    /// The quota limits, by role.
+    pub fn limits(&self) -> &BTreeMap<String, Scalars> {
+        &self.limits
     }
 
     /// Adds an agent with `total` capacity; `used` lists what its running
@@ -295,7 +329,16 @@ impl Allocator {
             let list = filters_by_agent.entry(agent.as_str()).or_default();
             list.extend(live.iter().map(|f| (fw.as_str(), role.as_str(), f)));
         }
-        let Self { config, sorter, agents: all_agents, .. } = self;
+        let Self { config, sorter, agents: all_agents, limits, .. } = self;
+        // What each capped role may still be given, kept up to date as this cycle grants.
+        let mut headroom: HashMap<String, Scalars> = limits
+            .iter()
+            .map(|(role, limit)| {
+                let held = sorter.role_allocation(role);
+                let room = limit.iter().map(|(k, v)| (k.clone(), v - held.get(k).copied().unwrap_or(0.0))).collect();
+                (role.clone(), room)
+            })
+            .collect();
         let mut out = Vec::new();
         let mut visit = |agent: &String, a: &mut AgentEntry| {
             if !a.active {
@@ -306,16 +349,32 @@ impl Allocator {
                 return;
             }
             let refusals = filters_by_agent.get(agent.as_str());
+            let grant_for = |role: &str, headroom: &HashMap<String, Scalars>| match headroom.get(role) {
+                Some(room) => within(&free, room),
+                None => free.clone(),
+            };
+            // A capped role with no room left in one of its limited scalars
+            // is passed over: memory without cpus runs no task.
+            let exhausted = |role: &str| headroom.get(role).is_some_and(|room| room.values().any(|v| *v <= 1e-6));
             let picked = sorter.pick(|role, framework| {
-                !refusals.is_some_and(|list| {
-                    list.iter().any(|(fw, r, f)| *fw == framework && *r == role && f.refuses(&free, now))
-                })
+                let grant = grant_for(role, &headroom);
+                !exhausted(role)
+                    && Self::allocatable(config, &grant)
+                    && !refusals.is_some_and(|list| {
+                        list.iter().any(|(fw, r, f)| *fw == framework && *r == role && f.refuses(&grant, now))
+                    })
             });
             let Some((role, framework)) = picked else { return };
-            a.allocated.add(&free);
-            a.allocations.entry((framework.clone(), role.clone())).or_default().add(&free);
-            sorter.allocated(&role, &framework, &scalars(&free));
-            out.push(Allocation { framework, role, agent: agent.clone(), resources: free });
+            let grant = grant_for(&role, &headroom);
+            if let Some(room) = headroom.get_mut(&role) {
+                for (k, v) in room.iter_mut() {
+                    *v -= grant.get_scalar(k);
+                }
+            }
+            a.allocated.add(&grant);
+            a.allocations.entry((framework.clone(), role.clone())).or_default().add(&grant);
+            sorter.allocated(&role, &framework, &scalars(&grant));
+            out.push(Allocation { framework, role, agent: agent.clone(), resources: grant });
         };
         match agents {
             None => all_agents.iter_mut().for_each(|(id, a)| visit(id, a)),
@@ -441,5 +500,53 @@ mod tests {
         let mut a = one_agent_one_framework();
         a.set_agent_active("s1", false);
         assert!(a.allocate(Duration::ZERO, None).is_empty());
+    }
+
+    fn limit(cpus: f64) -> Scalars {
+        Scalars::from([("cpus".to_owned(), cpus)])
+    }
+
+    #[test]
+    fn a_role_at_its_quota_limit_gets_no_more_and_the_next_role_gets_the_agent() {
+        let mut a = Allocator::new(AllocatorConfig::default());
+        for s in ["s1", "s2", "s3"] {
+            a.add_agent(s, q(2.0, 1024.0), &[]);
+        }
+        a.add_framework("capped", &["team-a".to_owned()], &[]);
+        a.add_framework("other", &["team-b".to_owned()], &[]);
+        a.set_weight("team-a", 100.0); // team-a first in DRF order whenever it may take
+        a.set_limit("team-a", limit(3.0));
+        let mut grants = a.allocate(Duration::ZERO, None);
+        let of = |grants: &[Allocation], role: &str| {
+            grants.iter().filter(|g| g.role == role).map(|g| g.resources.get_scalar("cpus")).sum::<f64>()
+        };
+        assert_eq!(of(&grants, "team-a"), 3.0, "capped at its limit: {grants:?}");
+        assert_eq!(of(&grants, "team-b"), 2.0, "s3, passed over by the capped role: {grants:?}");
+        let cut =
+            grants.iter().find(|g| g.role == "team-a" && g.resources.get_scalar("cpus") < 2.0).expect("a cut grant");
+        assert_eq!(cut.resources.get_scalar("mem"), 1024.0, "only the limited scalar is cut");
+        grants.extend(a.allocate(Duration::ZERO, None));
+        assert_eq!(of(&grants, "team-b"), 3.0, "what the cut left free went to the next role: {grants:?}");
+        assert_eq!(of(&grants, "team-a"), 3.0, "and nothing more, not even memory alone: {grants:?}");
+        assert_eq!(a.sorter().role_allocation("team-a")["cpus"], 3.0);
+    }
+
+    #[test]
+    fn what_a_capped_role_gives_back_is_headroom_again_and_a_limit_can_be_lifted() {
+        let mut a = Allocator::new(AllocatorConfig::default());
+        a.add_agent("s1", q(4.0, 1024.0), &[]);
+        a.add_agent("s2", q(4.0, 1024.0), &[]);
+        a.add_framework("f", &["r".to_owned()], &[]);
+        a.set_limit("r", limit(4.0));
+        let first = a.allocate(Duration::ZERO, None);
+        assert_eq!(first.len(), 1, "one agent's worth: {first:?}");
+        assert!(a.allocate(Duration::ZERO, None).is_empty(), "at the limit");
+        a.recover("f", "r", &first[0].agent, &q(1.0, 0.0), None, Duration::ZERO);
+        let again = a.allocate(Duration::ZERO, None);
+        assert_eq!(again.iter().map(|g| g.resources.get_scalar("cpus")).sum::<f64>(), 1.0, "{again:?}");
+        a.set_limit("r", Scalars::new());
+        let lifted = a.allocate(Duration::ZERO, None);
+        assert_eq!(lifted.iter().map(|g| g.resources.get_scalar("cpus")).sum::<f64>(), 4.0, "all of s2: {lifted:?}");
+        assert!(a.limits().is_empty());
     }
 }

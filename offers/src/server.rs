@@ -25,6 +25,10 @@ pub struct OffersArgs {
     /// Role weights for DRF, e.g. `mpi=2,batch=1` (default weight 1).
     #[arg(long, default_value = "", value_parser = parse_weights, env = "MPISWARM_OFFERS_WEIGHTS")]
     pub weights: BTreeMap<String, f64>,
+    /// Quota limits by role, e.g. `team-a=cpus:4;mem:8192,team-b=cpus:2`:
+    /// the most a role holds (offered or used) over the whole cluster.
+    #[arg(long, default_value = "", value_parser = parse_quotas, env = "MPISWARM_OFFERS_QUOTA")]
+    pub quota: BTreeMap<String, BTreeMap<String, f64>>,
     /// Seconds between batch allocation runs.
     #[arg(long, default_value_t = 1.0, value_parser = parse_seconds, env = "MPISWARM_OFFERS_ALLOCATION_INTERVAL")]
     pub allocation_interval: f64,
@@ -116,6 +120,36 @@ pub fn parse_weights(s: &str) -> Result<BTreeMap<String, f64>, String> {
     Ok(out)
 }
 
+/// `team-a=cpus:4;mem:8192,team-b=cpus:2` -> {team-a: {cpus: 4, mem: 8192}, team-b: {cpus: 2}}.
+pub fn parse_quotas(s: &str) -> Result<BTreeMap<String, BTreeMap<String, f64>>, String> {
+    let mut out = BTreeMap::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (role, limits) =
+            part.split_once('=').ok_or_else(|| format!("quota '{part}' is not ROLE=NAME:VALUE;..."))?;
+        let role = role.trim();
+        mpiswarm_mesos::validate_role(role).map_err(|e| e.to_string())?;
+        let mut limit = BTreeMap::new();
+        for item in limits.split(';').map(str::trim).filter(|i| !i.is_empty()) {
+            let (name, value) = item
+                .split_once(':')
+                .ok_or_else(|| format!("quota of role '{role}': '{item}' is not NAME:VALUE (e.g. cpus:4)"))?;
+            let v: f64 = value
+                .trim()
+                .parse()
+                .map_err(|_| format!("quota of role '{role}': {name} '{value}' is not a number"))?;
+            if !v.is_finite() || v < 0.0 {
+                return Err(format!("quota of role '{role}': {name} must be a non-negative number, got {v}"));
+            }
+            limit.insert(name.trim().to_owned(), v);
+        }
+        if limit.is_empty() {
+            return Err(format!("quota of role '{role}' names no resource (e.g. {role}=cpus:4;mem:8192)"));
+        }
+        out.insert(role.to_owned(), limit);
+    }
+    Ok(out)
+}
+
 /// A server that is listening; dropping it does not stop it, [`Running::stop`] does.
 pub struct Running {
     pub addr: SocketAddr,
@@ -173,7 +207,7 @@ impl Running {
 pub async fn start(args: OffersArgs) -> Result<Running, Error> {
     let registry = Registry::open(&args.data_dir)?;
     let registrar = Registrar::spawn(registry.path().to_owned())?;
-    let credentials = args.credentials.as_deref().map(mpiswarm_mesos::credential::read_credentials).transpose()?;
+    let credentials = args.credentials.as_deref().map(mpiswarm_mesos::basic_auth::Principals::read).transpose()?;
     let acls = args.acls.as_deref().map(crate::acl::Acls::read).transpose()?.unwrap_or_default();
     let tls = mpiswarm_mesos::tls::server_config_from_flags(args.tls_cert.as_deref(), args.tls_key.as_deref())?;
     mpiswarm_mesos::tls::check_listen(
@@ -194,6 +228,7 @@ pub async fn start(args: OffersArgs) -> Result<Running, Error> {
         agent_reregister_timeout: Duration::from_secs_f64(args.agent_reregister_timeout),
         status_update_retry_interval: Duration::from_secs_f64(args.status_update_retry_interval.max(0.01)),
         weights: args.weights.clone(),
+        quotas: args.quota.clone(),
         acls,
     };
     // The master's time starts now: `now` counts from this instant, and
@@ -304,6 +339,22 @@ pub async fn run(args: OffersArgs) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quotas_parse_and_bad_ones_name_the_offending_value() {
+        let q = parse_quotas("team-a=cpus:4;mem:8192, team-b=cpus:2").unwrap();
+        assert_eq!(q["team-a"], BTreeMap::from([("cpus".to_owned(), 4.0), ("mem".to_owned(), 8192.0)]));
+        assert_eq!(q["team-b"]["cpus"], 2.0);
+        assert!(parse_quotas("").unwrap().is_empty());
+        assert_eq!(parse_quotas("team-a").unwrap_err(), "quota 'team-a' is not ROLE=NAME:VALUE;...");
+        assert_eq!(
+            parse_quotas("team-a=cpus").unwrap_err(),
+            "quota of role 'team-a': 'cpus' is not NAME:VALUE (e.g. cpus:4)"
+        );
+        assert_eq!(parse_quotas("team-a=cpus:x").unwrap_err(), "quota of role 'team-a': cpus 'x' is not a number");
+        assert!(parse_quotas("team-a=cpus:-1").unwrap_err().contains("non-negative"));
+        assert!(parse_quotas("team-a=").unwrap_err().contains("names no resource"));
+    }
 
     #[test]
     fn weights_parse_and_bad_ones_name_the_offending_value() {

@@ -12,6 +12,7 @@ use std::time::Duration;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
 
+use crate::credentials;
 use crate::error::{FileAction, Result, StackError, file, text};
 use crate::nodes::{self, NodesArgs};
 use crate::stack_file::{self, StackFile};
@@ -24,6 +25,10 @@ pub struct UpArgs {
     /// Role weights for the offer layer's fair sharing, e.g. `mpi=2,batch=1`.
     #[arg(long)]
     pub weights: Option<String>,
+    /// Quota limits for the offer layer, e.g. `team-a=cpus:4;mem:8192`: the
+    /// most a role holds over the whole cluster.
+    #[arg(long)]
+    pub quota: Option<String>,
     /// Resources the agent offers, Mesos syntax (default: what Docker reports).
     #[arg(long)]
     pub resources: Option<String>,
@@ -70,10 +75,22 @@ pub fn offers_command(args: &UpArgs, dir: &std::path::Path, before: Option<&Stac
     let offers_dir = dir.join("offers");
     file(FileAction::Creating, &offers_dir, std::fs::create_dir_all(&offers_dir))?;
     let listen = stack_file::reuse_or_any(before.and_then(|b| stack_file::port_of(&b.offers)));
-    let mut cli =
-        vec!["offers".to_owned(), "--listen".into(), listen.to_string(), "--data-dir".into(), text(&offers_dir)?];
+    let mut cli = vec![
+        "offers".to_owned(),
+        "--listen".into(),
+        listen.to_string(),
+        "--data-dir".into(),
+        text(&offers_dir)?,
+        "--credentials".into(),
+        text(&credentials::offers_credentials(dir))?,
+        "--acls".into(),
+        text(&credentials::offers_acls(dir))?,
+    ];
     if let Some(w) = &args.weights {
         cli.extend(["--weights".to_owned(), w.clone()]);
+    }
+    if let Some(q) = &args.quota {
+        cli.extend(["--quota".to_owned(), q.clone()]);
     }
     Ok(cli)
 }
@@ -111,6 +128,10 @@ pub async fn agent_commands(
             text(&dir.join("agent"))?,
             "--listen".into(),
             port(0).to_string(),
+            "--credential".into(),
+            text(&credentials::credential_file(dir, credentials::AGENT))?,
+            "--http-credentials".into(),
+            text(&credentials::agent_readers(dir))?,
         ];
         if let Some(r) = &args.resources {
             cli.extend(["--resources".to_owned(), r.clone()]);
@@ -132,6 +153,10 @@ pub async fn agent_commands(
             text(&dir.join("agents").join(&node.hostname))?,
             "--listen".into(),
             port(i).to_string(),
+            "--credential".into(),
+            text(&credentials::credential_file(dir, credentials::AGENT))?,
+            "--http-credentials".into(),
+            text(&credentials::agent_readers(dir))?,
         ];
         let mut resources = Vec::new();
         if let Some(c) = cluster.file.node_cpus {
@@ -158,18 +183,21 @@ fn list(addrs: &[std::net::SocketAddr]) -> String {
     addrs.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
 }
 
-/// Waits until `count` agents have registered with the offer layer; returns
-/// their HTTP addresses, sorted by hostname. `alive` fails when an agent
-/// stopped meanwhile.
+/// Waits until `count` agents have registered with the offer layer (asked
+/// as `operator`); returns their HTTP addresses, sorted by hostname.
+/// `alive` fails when an agent stopped meanwhile.
 pub async fn wait_for_agents(
     offers: &str,
+    operator: &mpiswarm_mesos::credential::Credential,
     count: usize,
     alive: &mut dyn FnMut() -> Result<()>,
 ) -> Result<Vec<std::net::SocketAddr>> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let http = reqwest::Client::new();
     loop {
         alive()?;
-        if let Ok(resp) = reqwest::get(format!("{offers}/master/state")).await
+        let asked = http.get(format!("{offers}/master/state")).basic_auth(&operator.principal, Some(&operator.secret));
+        if let Ok(resp) = asked.send().await
             && let Ok(state) = resp.json::<serde_json::Value>().await
         {
             let registered = state["slaves"].as_array().or_else(|| state["agents"].as_array());

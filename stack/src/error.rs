@@ -64,6 +64,11 @@ pub enum StackError {
         #[source]
         source: serde_json::Error,
     },
+    #[error(
+        "the stack credential {} cannot be read ({why}); remove DATA/credentials/ to make new ones (the agents keep their ids)",
+        path.display()
+    )]
+    Credential { path: PathBuf, why: String },
     #[error("{} is not a {kind} file; remove it", path.display())]
     NotAFile {
         path: PathBuf,

@@ -7,6 +7,8 @@
 //!   started again when it exits;
 //! - [`components`]: the flags of `up` and the command line of each
 //!   component, shared by both ways of running;
+//! - [`credentials`]: `DATA/credentials/`, a principal and secret for every
+//!   component and the offer layer's ACLs, so every hop authenticates;
 //! - [`nodes`]: `mpiswarm up --nodes N`, a multi-node swarm of containers;
 //! - [`down`]: `mpiswarm down`, everything of a data dir stopped and removed;
 //! - [`stack_file`]: `DATA/stack.json`, where a running stack is found;
@@ -19,6 +21,7 @@
 //! on a real cluster.
 
 pub mod components;
+pub mod credentials;
 pub mod docker;
 pub mod down;
 pub mod error;

@@ -156,7 +156,7 @@ async fn start_all(
     let offers_cli = up::offers_command(args, dir, before)?;
     let offers = format!("http://{}", flag(&offers_cli, "--listen")?);
     procs.push(Proc::spawn("offers", offers_cli, logs)?);
-    serving(&format!("{offers}/master/state"), procs).await?;
+    serving(&format!("{offers}/health"), procs).await?;
     say(&format!("offer layer on {offers} (process {})", procs[1].component.pid));
 
     let commands = up::agent_commands(args, dir, &offers, before).await?;
@@ -164,7 +164,10 @@ async fn start_all(
     for (name, cli) in commands {
         procs.push(Proc::spawn(&name, cli, logs)?);
     }
-    let agents = up::wait_for_agents(&offers, count, &mut || procs.iter_mut().try_for_each(Proc::check_alive)).await?;
+    let operator = crate::credentials::read(dir, crate::credentials::OPERATOR)?;
+    let agents =
+        up::wait_for_agents(&offers, &operator, count, &mut || procs.iter_mut().try_for_each(Proc::check_alive))
+            .await?;
     up::say_agents(args, &agents);
 
     let controller = stack::reuse_or_any(before.map(|b| b.controller.port()));
@@ -180,6 +183,8 @@ async fn start_all(
         CONTROLLER_IDENTITY.into(),
         "--lease-seconds".into(),
         up::LEASE_SECONDS.to_string(),
+        "--master-credentials".into(),
+        text(&crate::credentials::credential_file(dir, crate::credentials::CONTROLLER))?,
     ];
     procs.push(Proc::spawn("controller", controller_cli, logs)?);
     serving(&format!("http://{controller}/healthz"), procs).await?;
@@ -192,6 +197,7 @@ async fn start_all(
         offers,
         agents,
         controller,
+        operator_credential: Some(crate::credentials::credential_file(dir, crate::credentials::OPERATOR)),
         components: procs.iter().map(|p| p.component.clone()).collect(),
     };
     stack::write(dir, &file)?;

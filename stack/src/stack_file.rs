@@ -27,6 +27,10 @@ pub struct StackFile {
     /// Every node agent's HTTP address (one per node).
     pub agents: Vec<SocketAddr>,
     pub controller: SocketAddr,
+    /// The operator's credential file (`crate::credentials`): how `logs`
+    /// and the tests authenticate to the offer layer and the agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator_credential: Option<PathBuf>,
     /// With `up --split`: every component's own process.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub components: Vec<Component>,

@@ -18,6 +18,7 @@ use crate::components::{
     LEASE_SECONDS, UpArgs, agent_commands, install_crd, offers_command, say, say_agents, say_ready, shutdown_signal,
     wait_for_agents,
 };
+use crate::credentials;
 use crate::error::{FileAction, Part, Result, StackError, file};
 use crate::images::{self, NODE_IMAGE, RANK_IMAGE};
 use crate::nodes;
@@ -46,6 +47,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         return Err(StackError::AlreadyRunning { dir, pid: other.pid });
     }
     let before = stack_file::previous(&dir);
+    credentials::ensure(&dir)?;
 
     nodes::check(&args.nodes)?;
     if !args.no_build {
@@ -78,7 +80,8 @@ pub async fn run(args: UpArgs) -> Result<()> {
     for (_, cli) in commands {
         running.push(tokio::spawn(mpiswarm_agent::run(parse::<Agent>(cli)?.args)));
     }
-    let agent_addrs = wait_for_agents(&offers.url(), running.len(), &mut || {
+    let operator = credentials::read(&dir, credentials::OPERATOR)?;
+    let agent_addrs = wait_for_agents(&offers.url(), &operator, running.len(), &mut || {
         let Some(i) = running.iter().position(|a| a.is_finished()) else { return Ok(()) };
         let ended = futures::FutureExt::now_or_never(&mut running[i]);
         Err(StackError::AgentStoppedAtStart { agent: i + 1, why: format!("{ended:?}") })
@@ -89,7 +92,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
     let controller_listen = stack_file::reuse_or_any(before.as_ref().map(|b| b.controller.port()));
     let options = mpiswarm_controller::Options {
         master: offers.url(),
-        credentials: None,
+        credentials: Some(credentials::read(&dir, credentials::CONTROLLER)?.into_pair()),
         namespace: None,
         lease_namespace: "default".to_owned(),
         identity: format!("up-{}", std::process::id()),
@@ -107,6 +110,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         offers: offers.url(),
         agents: agent_addrs,
         controller: controller.addr,
+        operator_credential: Some(credentials::credential_file(&dir, credentials::OPERATOR)),
         components: Vec::new(),
     };
     stack_file::write(&dir, &file)?;

@@ -110,6 +110,11 @@ pub async fn teardown(
     }
 }
 
+/// `GET /quota`: the roles' quota limits and consumption.
+pub async fn quota(State(shared): State<Arc<Shared>>) -> Json<serde_json::Value> {
+    Json(shared.master().quota_json())
+}
+
 pub async fn metrics_snapshot(State(shared): State<Arc<Shared>>) -> Json<crate::master::MetricsSnapshot> {
     let uptime = shared.now().as_secs_f64();
     Json(shared.master().metrics_snapshot(uptime))
@@ -137,8 +142,11 @@ impl Collector for Snapshot {
         let snapshot = self.0.master().metrics_snapshot(uptime);
         for (key, value) in snapshot {
             let name = key.replace('/', "_");
-            // As `Registry::register` writes help texts.
+            // As `Registry::register` writes help texts. A role may hold
+            // characters no metric name may ('-', '.'): they become '_'.
             let help = format!("Mesos metric {key}.");
+            let name: String =
+                name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == ':' { c } else { '_' }).collect();
             if is_counter(&key) {
                 let counter = ConstCounter::new(value);
                 let name = name.trim_end_matches("_total");

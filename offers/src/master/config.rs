@@ -24,6 +24,9 @@ pub struct MasterConfig {
     pub agent_reregister_timeout: Duration,
     pub status_update_retry_interval: Duration,
     pub weights: BTreeMap<String, f64>,
+    /// Quota limits by role (`--quota`): the most of each scalar a role may
+    /// hold, offered or used, over the whole cluster.
+    pub quotas: BTreeMap<String, BTreeMap<String, f64>>,
     /// Who may register frameworks and agents, tear frameworks down and read
     /// the operator endpoints (`--acls`; permissive when not given).
     pub acls: Acls,
@@ -40,6 +43,7 @@ impl Default for MasterConfig {
             agent_reregister_timeout: Duration::from_secs(75),
             status_update_retry_interval: Duration::from_secs(10),
             weights: BTreeMap::new(),
+            quotas: BTreeMap::new(),
             acls: Acls::default(),
         }
     }

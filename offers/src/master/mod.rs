@@ -99,6 +99,9 @@ impl Master {
         for (role, weight) in &config.weights {
             allocator.set_weight(role, *weight);
         }
+        for (role, limit) in &config.quotas {
+            allocator.set_limit(role, limit.clone());
+        }
         let ids: HashSet<String> = state.agents.keys().cloned().collect();
         let awaited_agents =
             (!ids.is_empty()).then_some(AwaitedAgents { ids, deadline: config.agent_reregister_timeout });

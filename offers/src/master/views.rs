@@ -126,8 +126,10 @@ impl Master {
             .collect();
         frameworks.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
         let sorter = self.allocator.sorter();
-        let mut roles: Vec<Value> = sorter
-            .roles()
+        let limits = self.allocator.limits();
+        let known: std::collections::BTreeSet<&str> = sorter.roles().chain(limits.keys().map(String::as_str)).collect();
+        let mut roles: Vec<Value> = known
+            .into_iter()
             .map(|role| {
                 let frameworks: Vec<&str> = self
                     .frameworks
@@ -141,6 +143,7 @@ impl Master {
                     "frameworks": frameworks,
                     "allocated": sorter.role_allocation(role),
                     "dominant_share": sorter.role_share(role) * sorter.weight(role),
+                    "quota": limits.get(role).map(|limit| json!({"limit": limit, "consumed": sorter.role_allocation(role)})),
                 })
             })
             .collect();
@@ -161,6 +164,19 @@ impl Master {
             "roles": roles,
             "weights": self.config.weights,
         })
+    }
+
+    /// `GET /quota`: each role's limit and what it holds (offered or used), as
+    /// Mesos' quota configs name them.
+    pub fn quota_json(&self) -> Value {
+        let sorter = self.allocator.sorter();
+        let configs: Vec<Value> = self
+            .allocator
+            .limits()
+            .iter()
+            .map(|(role, limit)| json!({"role": role, "limits": limit, "consumed": sorter.role_allocation(role)}))
+            .collect();
+        json!({ "configs": configs })
     }
 
     /// `/metrics/snapshot`.
@@ -216,6 +232,15 @@ impl Master {
         put("master/frameworks_removed", c.frameworks_removed as f64);
         put("master/slaves_removed", c.agents_removed as f64);
         put("master/invalid_calls", c.invalid_calls as f64);
+        let sorter = self.allocator.sorter();
+        for (role, limit) in self.allocator.limits() {
+            let consumed = sorter.role_allocation(role);
+            for (name, value) in limit {
+                put(&format!("allocator/quota/roles/{role}/resources/{name}/limit"), *value);
+                let used = consumed.get(name).copied().unwrap_or(0.0);
+                put(&format!("allocator/quota/roles/{role}/resources/{name}/consumed"), used);
+            }
+        }
         let registry = self.registry_progress();
         put("registrar/registry_writes", registry.writes as f64);
         put("registrar/registry_write_failures", registry.failures as f64);

@@ -18,6 +18,7 @@ pub fn args(data_dir: &std::path::Path) -> OffersArgs {
         listen: "127.0.0.1:0".parse().unwrap(),
         data_dir: data_dir.to_owned(),
         weights: Default::default(),
+        quota: Default::default(),
         allocation_interval: 0.05,
         offer_timeout: None,
         heartbeat_interval: 15.0,
