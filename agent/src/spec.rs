@@ -390,7 +390,10 @@ mod tests {
             (Some(MountType::VOLUME), Some("inputs"), Some(true))
         );
         let driver = mounts[0].volume_options.as_ref().unwrap().driver_config.as_ref().unwrap();
-        assert_eq!((driver.name.as_deref(), driver.options.as_ref().unwrap()["o"].as_str()), (Some("local"), "uid=1000"));
+        assert_eq!(
+            (driver.name.as_deref(), driver.options.as_ref().unwrap()["o"].as_str()),
+            (Some("local"), "uid=1000")
+        );
         assert_eq!((mounts[1].typ, mounts[1].target.as_deref()), (Some(MountType::TMPFS), Some("/scratch")));
         assert_eq!(mounts[1].tmpfs_options.as_ref().unwrap().size_bytes, Some(16 << 20));
     }
