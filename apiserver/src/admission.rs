@@ -99,23 +99,27 @@ fn label_value(v: &str) -> bool {
     v.is_empty() || qualified_name(v) && !v.contains('/')
 }
 
+/// What a DNS name must be, in kube-apiserver's words.
+const DNS_RULE: &str = "must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
+
 fn metadata_causes(rt: &ResourceType, obj: &Value) -> Vec<Cause> {
     let mut causes = vec![];
     let meta = &obj["metadata"];
     let name = meta["name"].as_str().unwrap_or_default();
-    let name_ok = match rt.builtin {
-        Some(Builtin::Namespace) => dns_label(name),
-        _ => dns_subdomain(name),
+    // RBAC names are path segments, as kube-apiserver validates them
+    // (`system:discovery` is a valid ClusterRole name).
+    let rule = match rt.builtin {
+        Some(Builtin::Rbac) => (!name.is_empty() && !matches!(name, "." | "..") && !name.contains(['/', '%']))
+            .then_some(())
+            .ok_or("may not be '.' or '..' and may not contain '/' or '%'".to_owned()),
+        Some(Builtin::Namespace) => dns_label(name).then_some(()).ok_or(format!("a RFC 1123 label {DNS_RULE}")),
+        _ => dns_subdomain(name).then_some(()).ok_or(format!("a lowercase RFC 1123 subdomain {DNS_RULE}")),
     };
-    if !name_ok {
-        let what =
-            if rt.builtin == Some(Builtin::Namespace) { "RFC 1123 label" } else { "lowercase RFC 1123 subdomain" };
+    if let Err(why) = rule {
         causes.push(Cause {
             reason: "FieldValueInvalid",
             field: "metadata.name".into(),
-            message: format!(
-                "Invalid value: {name:?}: a {what} must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
-            ),
+            message: format!("Invalid value: {name:?}: {why}"),
         });
     }
     for (k, v) in meta["labels"].as_object().into_iter().flatten() {

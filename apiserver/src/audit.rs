@@ -19,6 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::rbac::User;
+
 /// Events queued before new ones are dropped.
 const QUEUE: usize = 16_384;
 
@@ -55,23 +57,27 @@ pub struct Event {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserInfo {
     pub username: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
     #[serde(default)]
     pub groups: Vec<String>,
 }
 
 impl UserInfo {
-    /// Whoever presented the server's token: the kubeconfig's user, with every right.
-    pub fn admin() -> Self {
-        Self {
-            username: crate::tls::KUBECONFIG_USER.to_owned(),
-            groups: vec!["system:masters".into(), "system:authenticated".into()],
-        }
+    /// The user authentication found (the admin, or one of the token file).
+    pub fn of(user: &User) -> Self {
+        Self { username: user.name.clone(), uid: user.uid.clone(), groups: user.groups.clone() }
     }
 
-    /// A request without the token.
+    /// A request without a known token.
     pub fn anonymous() -> Self {
-        Self { username: "system:anonymous".into(), groups: vec!["system:unauthenticated".into()] }
+        Self { username: "system:anonymous".into(), uid: String::new(), groups: vec!["system:unauthenticated".into()] }
     }
+}
+
+/// The Kubernetes verb as the `'static` name the audit event keeps.
+pub fn known_verb(verb: &str) -> Option<&'static str> {
+    ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"].into_iter().find(|v| *v == verb)
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -235,7 +241,11 @@ mod tests {
             stage: "ResponseComplete".into(),
             request_uri: "/api/v1/namespaces/default/secrets/s".into(),
             verb: verb.into(),
-            user: UserInfo::admin(),
+            user: UserInfo::of(&User {
+                name: "team-a".into(),
+                uid: "a".into(),
+                groups: vec!["system:authenticated".into()],
+            }),
             source_ips: vec!["127.0.0.1".into()],
             user_agent: "test/1".into(),
             object_ref: Some(ObjectRef {

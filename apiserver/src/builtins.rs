@@ -8,11 +8,12 @@
 //! This module owns no behaviour: which kinds get special handling is
 //! `resource::Builtin`, and nothing here ever acts on a stored object (no
 //! controller runs a Deployment or a Pod; they are stored, validated and
-//! served, nothing more).
+//! served, nothing more). The exceptions are not here either: RBAC objects
+//! are enforced by `authz`, and reviews are answered by `reviews`.
 
 use std::sync::{Arc, OnceLock};
 
-use k8s_openapi::api::{apps, batch, core, networking, rbac};
+use k8s_openapi::api::{apps, authentication, authorization, batch, core, networking, rbac};
 use schemars::JsonSchema;
 use serde_json::{Value, json};
 
@@ -221,16 +222,16 @@ const TABLE: &[Row] = &[
         group: "rbac.authorization.k8s.io",
         plural: "roles",
         kind: "Role",
-        categories: STORED,
-        schema: Some(schema_of::<rbac::v1::Role>),
+        builtin: Builtin::Rbac,
+        schema: Some(as_shipped::<rbac::v1::Role>),
         ..BASE
     },
     Row {
         group: "rbac.authorization.k8s.io",
         plural: "rolebindings",
         kind: "RoleBinding",
-        categories: STORED,
-        schema: Some(schema_of::<rbac::v1::RoleBinding>),
+        builtin: Builtin::Rbac,
+        schema: Some(as_shipped::<rbac::v1::RoleBinding>),
         ..BASE
     },
     Row {
@@ -238,8 +239,8 @@ const TABLE: &[Row] = &[
         plural: "clusterroles",
         kind: "ClusterRole",
         namespaced: false,
-        categories: STORED,
-        schema: Some(schema_of::<rbac::v1::ClusterRole>),
+        builtin: Builtin::Rbac,
+        schema: Some(as_shipped::<rbac::v1::ClusterRole>),
         ..BASE
     },
     Row {
@@ -247,8 +248,61 @@ const TABLE: &[Row] = &[
         plural: "clusterrolebindings",
         kind: "ClusterRoleBinding",
         namespaced: false,
-        categories: STORED,
-        schema: Some(schema_of::<rbac::v1::ClusterRoleBinding>),
+        builtin: Builtin::Rbac,
+        schema: Some(as_shipped::<rbac::v1::ClusterRoleBinding>),
+        ..BASE
+    },
+    Row {
+        group: "authorization.k8s.io",
+        plural: "selfsubjectaccessreviews",
+        kind: "SelfSubjectAccessReview",
+        namespaced: false,
+        builtin: Builtin::Review,
+        schema: Some(as_shipped::<authorization::v1::SelfSubjectAccessReview>),
+        ..BASE
+    },
+    Row {
+        group: "authorization.k8s.io",
+        plural: "subjectaccessreviews",
+        kind: "SubjectAccessReview",
+        namespaced: false,
+        builtin: Builtin::Review,
+        schema: Some(as_shipped::<authorization::v1::SubjectAccessReview>),
+        ..BASE
+    },
+    Row {
+        group: "authorization.k8s.io",
+        plural: "localsubjectaccessreviews",
+        kind: "LocalSubjectAccessReview",
+        builtin: Builtin::Review,
+        schema: Some(as_shipped::<authorization::v1::LocalSubjectAccessReview>),
+        ..BASE
+    },
+    Row {
+        group: "authorization.k8s.io",
+        plural: "selfsubjectrulesreviews",
+        kind: "SelfSubjectRulesReview",
+        namespaced: false,
+        builtin: Builtin::Review,
+        schema: Some(as_shipped::<authorization::v1::SelfSubjectRulesReview>),
+        ..BASE
+    },
+    Row {
+        group: "authentication.k8s.io",
+        plural: "selfsubjectreviews",
+        kind: "SelfSubjectReview",
+        namespaced: false,
+        builtin: Builtin::Review,
+        schema: Some(as_shipped::<authentication::v1::SelfSubjectReview>),
+        ..BASE
+    },
+    Row {
+        group: "authentication.k8s.io",
+        plural: "tokenreviews",
+        kind: "TokenReview",
+        namespaced: false,
+        builtin: Builtin::Review,
+        schema: Some(as_shipped::<authentication::v1::TokenReview>),
         ..BASE
     },
 ];
@@ -328,6 +382,13 @@ fn schema_of<T: JsonSchema>() -> (String, Value) {
     schema["description"] = json!(described.trim_end());
     defaults(&mut schema);
     (name, schema)
+}
+
+/// A kind's schema from k8s-openapi as it is (with list merge keys), for the
+/// kinds the server itself acts on: RBAC (enforced) and reviews (answered,
+/// never stored). They need neither defaults nor the stored-only note.
+fn as_shipped<T: JsonSchema>() -> (String, Value) {
+    generated::<T>()
 }
 
 /// How lists of the built-in kinds merge, by field name: the key an item is

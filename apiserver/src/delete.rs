@@ -25,6 +25,7 @@ fn answers_status(b: Option<Builtin>) -> bool {
                 | Builtin::CoreEvent
                 | Builtin::EventsV1
                 | Builtin::Stored
+                | Builtin::Rbac
         )
     )
 }

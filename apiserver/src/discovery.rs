@@ -39,7 +39,7 @@ fn aggregated_resource(t: &ResourceType) -> Value {
     let mut r = json!({
         "resource": t.plural, "singularResource": t.singular,
         "scope": if t.namespaced { "Namespaced" } else { "Cluster" },
-        "responseKind": gvk(t), "verbs": ResourceType::verbs(),
+        "responseKind": gvk(t), "verbs": t.verbs(),
     });
     if !t.short_names.is_empty() {
         r["shortNames"] = json!(t.short_names);
@@ -106,7 +106,7 @@ pub fn resource_list(types: &[Arc<ResourceType>], group: &str, version: &str) ->
     let mut resources = vec![];
     for t in rs {
         let mut r = json!({"name": t.plural, "singularName": t.singular, "namespaced": t.namespaced,
-            "kind": t.kind, "verbs": ResourceType::verbs()});
+            "kind": t.kind, "verbs": t.verbs()});
         if !t.short_names.is_empty() {
             r["shortNames"] = json!(t.short_names);
         }

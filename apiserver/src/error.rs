@@ -93,6 +93,17 @@ impl ApiError {
         .with_details(name, group, plural)
     }
 
+    /// 403 Forbidden on a resource: `<plural>.<group> ["<name>"] is forbidden: <why>`.
+    pub fn forbidden(plural: &str, group: &str, name: &str, why: &str) -> Self {
+        let what = qualified(plural, group);
+        let message = if name.is_empty() {
+            format!("{what} is forbidden: {why}")
+        } else {
+            format!("{what} \"{name}\" is forbidden: {why}")
+        };
+        Self::new(403, "Forbidden", message).with_details(name, group, plural)
+    }
+
     pub fn expired(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)
     }

@@ -1,7 +1,8 @@
-//! HTTP: bearer-token authentication, path routing in the Kubernetes URL
-//! scheme, the request body limit, and rendering of answers (JSON, Table,
-//! watch streams, Status errors), and the request's audit event. Every
-//! request is answered; a bad one never takes the server down.
+//! HTTP: bearer-token authentication (`authn`) and RBAC authorization
+//! (`authz`) of every request but the health endpoints, path routing in the
+//! Kubernetes URL scheme, the request body limit, and rendering of answers
+//! (JSON, Table, watch streams, Status errors), and the request's audit
+//! event. Every request is answered; a bad one never takes the server down.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,11 +18,16 @@ use tokio::sync::mpsc;
 
 use crate::api::{Api, Target, WriteOpts};
 use crate::audit::{self, AuditLog, RequestAttributes};
+use crate::authn::Authenticator;
+use crate::authz::{self, PolicyCache};
 use crate::discovery;
 use crate::error::{ApiError, ApiResult};
 use crate::patch::PatchType;
 use crate::published::{self, V2_MEDIA_TYPES, V2Format};
 use crate::query::Query;
+use crate::rbac::{self, Attributes, Decision, User};
+use crate::resource::Builtin;
+use crate::reviews;
 use crate::table::{self, Format};
 use crate::views::{parse_body, view_cow};
 use crate::watch::{self, WatchRequest};
@@ -29,7 +35,10 @@ use crate::watch::{self, WatchRequest};
 /// Everything a request handler needs.
 pub struct Shared {
     pub api: Arc<Api>,
-    pub token: String,
+    /// Who holds which token: the admin token and `--token-auth-file`.
+    pub authn: Authenticator,
+    /// The RBAC policy of the stored Roles and bindings.
+    pub policy: PolicyCache,
     pub max_body: usize,
     pub server_address: String,
     pub watch_timeout: Duration,
@@ -140,7 +149,7 @@ struct Answered {
     uri: String,
     user_agent: String,
     peer: Option<SocketAddr>,
-    authenticated: bool,
+    user: Option<Arc<User>>,
 }
 
 fn audit_event(received: chrono::DateTime<chrono::Utc>, a: &Answered, attrs: &RequestAttributes) -> audit::Event {
@@ -152,7 +161,7 @@ fn audit_event(received: chrono::DateTime<chrono::Utc>, a: &Answered, attrs: &Re
         stage: if attrs.watch { "ResponseStarted" } else { "ResponseComplete" }.into(),
         request_uri: a.uri.clone(),
         verb: attrs.verb.map(str::to_owned).unwrap_or_else(|| a.method.as_str().to_ascii_lowercase()),
-        user: if a.authenticated { audit::UserInfo::admin() } else { audit::UserInfo::anonymous() },
+        user: a.user.as_deref().map_or_else(audit::UserInfo::anonymous, audit::UserInfo::of),
         source_ips: a.peer.map(|p| p.ip().to_string()).into_iter().collect(),
         user_agent: a.user_agent.clone(),
         object_ref: attrs.object_ref.clone(),
@@ -170,9 +179,8 @@ async fn authenticated(
 ) -> Answered {
     let path = parts.uri.path().to_string();
     let public = matches!(path.as_str(), "/healthz" | "/readyz" | "/livez" | "/version");
-    let auth = header_str(&parts.headers, header::AUTHORIZATION);
-    let authenticated =
-        auth.strip_prefix("Bearer ").map(str::trim).is_some_and(|t| mpiswarm_guard::secret_eq(t, &shared.token));
+    let user = shared.authn.bearer(header_str(&parts.headers, header::AUTHORIZATION));
+    let query = Query::parse(parts.uri.query());
     let mut answered = Answered {
         response: Response::default(),
         method: parts.method.clone(),
@@ -180,11 +188,44 @@ async fn authenticated(
         uri: parts.uri.path_and_query().map_or_else(|| path.clone(), |p| p.as_str().to_owned()),
         user_agent: header_str(&parts.headers, header::USER_AGENT).to_owned(),
         peer: parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0),
-        authenticated,
+        user: user.clone(),
     };
-    answered.response =
-        if !public && !authenticated { unauthorized() } else { answer(shared, parts, body, &path, attrs).await };
+    answered.response = match user {
+        _ if public => answer(shared, parts, body, &path, &query, &User::default(), attrs).await,
+        None => unauthorized(),
+        Some(user) => {
+            let request = authz::attributes(&parts.method, &path, &query);
+            // The admin needs no policy: no cache check on its requests.
+            let decision = rbac::privileged(&user)
+                .unwrap_or_else(|| shared.policy.current(&shared.api.store).authorize(&user, &request));
+            match decision {
+                Decision::Allowed(_) => answer(shared, parts, body, &path, &query, &user, attrs).await,
+                Decision::Denied => refuse(shared, &user, &request, attrs),
+            }
+        }
+    };
     answered
+}
+
+/// A request RBAC does not allow: 403, counted and audited like any answer.
+fn refuse(shared: &Shared, user: &User, request: &Attributes, attrs: &mut RequestAttributes) -> Response {
+    if let Attributes::Resource(r) = request {
+        shared.api.metrics.request(&r.verb, &r.group, &r.resource, 403);
+        *attrs = RequestAttributes {
+            verb: audit::known_verb(&r.verb),
+            watch: false,
+            object_ref: Some(audit::ObjectRef {
+                resource: r.resource.clone(),
+                namespace: r.namespace.clone(),
+                name: r.name.clone(),
+                api_group: r.group.clone(),
+                api_version: String::new(),
+                subresource: r.subresource.clone(),
+            }),
+        };
+    }
+    tracing::debug!(user = %user.name, verb = request.verb(), "forbidden");
+    authz::forbidden(user, request).into_response()
 }
 
 async fn answer(
@@ -192,6 +233,8 @@ async fn answer(
     parts: axum::http::request::Parts,
     body: Body,
     path: &str,
+    query: &Query,
+    user: &User,
     attrs: &mut RequestAttributes,
 ) -> Response {
     let body = match axum::body::to_bytes(body, shared.max_body).await {
@@ -205,9 +248,9 @@ async fn answer(
             .into_response();
         }
     };
-    let query = Query::parse(parts.uri.query());
     let started = std::time::Instant::now();
-    let response = match route(shared, &parts.method, path, &query, &parts.headers, &body, attrs).await {
+    let request = Incoming { method: &parts.method, path, query, headers: &parts.headers, body: &body, user };
+    let response = match route(shared, &request, attrs).await {
         Ok(r) => r,
         Err(e) => {
             if e.code >= 500 {
@@ -220,15 +263,18 @@ async fn answer(
     response
 }
 
-async fn route(
-    shared: &Arc<Shared>,
-    method: &Method,
-    path: &str,
-    q: &Query,
-    headers: &HeaderMap,
-    body: &[u8],
-    attrs: &mut RequestAttributes,
-) -> ApiResult<Response> {
+/// One authenticated, authorized request, as routing sees it.
+struct Incoming<'a> {
+    method: &'a Method,
+    path: &'a str,
+    query: &'a Query,
+    headers: &'a HeaderMap,
+    body: &'a [u8],
+    user: &'a User,
+}
+
+async fn route(shared: &Arc<Shared>, r: &Incoming<'_>, attrs: &mut RequestAttributes) -> ApiResult<Response> {
+    let Incoming { method, path, query: q, headers, body, user } = *r;
     let segs: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
     let accept = header_str(headers, header::ACCEPT);
     let types = shared.api.registry.all();
@@ -298,7 +344,11 @@ async fn route(
         }),
     };
     let (group, resource) = (target.rt.group.clone(), target.rt.plural.clone());
-    let result = dispatch(shared, method, target, q, headers, body).await;
+    let result = if target.rt.builtin == Some(Builtin::Review) {
+        review(shared, method, &target, headers, body, user)
+    } else {
+        dispatch(shared, method, target, q, headers, body).await
+    };
     let code = match &result {
         Ok(r) => r.status().as_u16(),
         Err(e) => e.code,
@@ -353,6 +403,15 @@ fn resolve(shared: &Shared, group: &str, version: &str, rest: &[&str]) -> ApiRes
 fn object_body(t: &Target, headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
     let ct = header_str(headers, header::CONTENT_TYPE);
     if crate::proto::is_protobuf(ct) {
+        return crate::proto::decode(&t.rt, body);
+    }
+    check_json_content_type(headers)?;
+    parse_body(&t.rt, body, false)
+}
+
+/// A review's body: JSON, or protobuf as kubectl's typed clients send it.
+fn review_body(t: &Target, headers: &HeaderMap, body: &[u8]) -> ApiResult<Value> {
+    if crate::proto::is_protobuf(header_str(headers, header::CONTENT_TYPE)) {
         return crate::proto::decode(&t.rt, body);
     }
     check_json_content_type(headers)?;
@@ -461,6 +520,27 @@ async fn dispatch(
         }
     }
     Ok(r)
+}
+
+/// A review is created and answered, never stored (`reviews`).
+fn review(
+    shared: &Shared,
+    method: &Method,
+    t: &Target,
+    headers: &HeaderMap,
+    body: &[u8],
+    user: &User,
+) -> ApiResult<Response> {
+    if method != Method::POST || t.name.is_some() {
+        return Err(ApiError::method_not_allowed(format!(
+            "{} can only be created (POST to the collection); they are answered, never stored",
+            t.rt.plural
+        )));
+    }
+    let policy = shared.policy.current(&shared.api.store);
+    let ctx = reviews::Context { user, policy: &policy, authn: &shared.authn };
+    let answered = reviews::answer(t, review_body(t, headers, body)?, &ctx)?;
+    Ok(json_response(201, &answered, "application/json"))
 }
 
 fn start_watch(api: Arc<Api>, w: WatchRequest, format: Format) -> Response {

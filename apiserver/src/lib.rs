@@ -1,10 +1,13 @@
 //! mpiswarm's embedded Kubernetes-compatible API server: what
 //! `mpiswarm apiserver` runs. It serves built-in kinds (namespaces, events in
-//! two views, leases, secrets, configmaps, CRDs, and the workload, service
-//! and RBAC kinds that are stored only: `builtins`) and whatever custom
-//! resources applied CRDs declare, from SQLite, so that kubectl, kube-rs and
-//! the Python client work against it as against a real cluster. It knows no
-//! mpiswarm type and runs no controller.
+//! two views, leases, secrets, configmaps, CRDs, RBAC objects, the access
+//! and token reviews, and the workload and service kinds that are stored
+//! only: `builtins`) and whatever custom resources applied CRDs declare,
+//! from SQLite, so that kubectl, kube-rs and the Python client work against
+//! it as against a real cluster. Every request but the health endpoints is
+//! authenticated (`authn`: the admin token and `--token-auth-file`) and
+//! authorized by RBAC (`authz`, `rbac`). It knows no mpiswarm type and runs
+//! no controller.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -16,6 +19,7 @@ pub mod api;
 pub mod apply;
 pub mod audit;
 pub mod authn;
+pub mod authz;
 pub mod builtins;
 pub mod cascade;
 pub mod cel_rules;
@@ -38,8 +42,10 @@ pub mod proto;
 pub mod published;
 pub mod query;
 pub mod rbac;
+pub mod rbac_defaults;
 pub mod registry;
 pub mod resource;
+pub mod reviews;
 pub mod schema;
 pub mod selectors;
 pub mod state;
@@ -82,6 +88,13 @@ pub struct ApiserverArgs {
     /// verb, resource, subresource, namespace, name, code; no bodies).
     #[arg(long, env = "MPISWARM_APISERVER_AUDIT_LOG")]
     pub audit_log: Option<PathBuf>,
+    /// More users, in kube-apiserver's token file format: one CSV line
+    /// `token,user,uid,"group1,group2"` each. Re-read when it changes, so
+    /// a user added to a running server counts within seconds. What a user
+    /// may do is RBAC's (Roles and bindings); the admin token of DIR/token
+    /// stays, in group system:masters.
+    #[arg(long, env = "MPISWARM_APISERVER_TOKEN_AUTH_FILE")]
+    pub token_auth_file: Option<PathBuf>,
 }
 
 impl ApiserverArgs {
@@ -96,6 +109,7 @@ impl ApiserverArgs {
             bookmark_seconds: 60,
             event_ttl_seconds: 3600,
             audit_log: None,
+            token_auth_file: None,
         }
     }
 }
@@ -116,10 +130,9 @@ pub enum Error {
     Failed(String),
     #[error(transparent)]
     Audit(#[from] audit::Error),
+    #[error(transparent)]
+    TokenFile(#[from] authn::Error),
 }
-
-/// What `Running::tasks` holds, in order, for messages.
-const TASK_NAMES: [&str; 2] = ["the HTTP server", "the event TTL sweep"];
 
 /// A started server.
 pub struct Running {
@@ -130,8 +143,8 @@ pub struct Running {
     pub api: Arc<api::Api>,
     /// `--audit-log`, when given.
     pub audit: Option<audit::AuditLog>,
-    /// The server and the event sweeper.
-    tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The server, the event sweeper and the token file watcher, by name (for messages).
+    tasks: Vec<(&'static str, tokio::task::JoinHandle<()>)>,
     /// Held while running: one server per data directory.
     _lock: std::fs::File,
 }
@@ -141,14 +154,15 @@ impl Running {
     /// (a panic included) or the storage writer thread stopped.
     pub async fn failure(&mut self) -> Error {
         let api = self.api.clone();
+        let names: Vec<&'static str> = self.tasks.iter().map(|(name, _)| *name).collect();
         tokio::select! {
-            (result, i, _) = futures::future::select_all(self.tasks.iter_mut()) => {
+            (result, i, _) = futures::future::select_all(self.tasks.iter_mut().map(|(_, t)| t)) => {
                 let how = match result {
                     Err(e) if e.is_panic() => "panicked",
                     Err(_) => "was cancelled",
                     Ok(()) => "returned",
                 };
-                Error::Failed(format!("{} {how}", TASK_NAMES.get(i).unwrap_or(&"a server task")))
+                Error::Failed(format!("{} {how}", names.get(i).unwrap_or(&"a server task")))
             }
             _ = api.store.writer_stopped() => Error::Failed("the storage writer thread stopped".into()),
         }
@@ -157,7 +171,7 @@ impl Running {
     /// Stop serving (open connections are dropped).
     pub fn stop(&self) {
         self.api.stopping.send_replace(true);
-        for t in &self.tasks {
+        for (_, t) in &self.tasks {
             t.abort();
         }
     }
@@ -193,7 +207,9 @@ pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
     let store = store::Store::open(&db, args.watch_history.max(1)).map_err(|e| Error::Storage(e.message))?;
     let api = Arc::new(api::Api::new(store));
     api.ensure_namespaces().await.map_err(|e| Error::Storage(e.message))?;
+    rbac_defaults::ensure(&api).await.map_err(|e| Error::Storage(e.message))?;
     let token = tls::token(&dir)?;
+    let token_file = args.token_auth_file.as_deref().map(authn::TokenFile::load).transpose()?;
     if args.insecure_http && !args.listen.ip().is_loopback() {
         return Err(Error::Tls(format!("--insecure-http is only allowed on loopback, not on {}", args.listen)));
     }
@@ -208,9 +224,14 @@ pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
     let kc = tls::kubeconfig(&url, &token, tls.as_ref().map(|t| t.ca_pem.as_str()));
     mpiswarm_guard::private::write(&kubeconfig, kc.as_bytes())
         .map_err(|e| Error::Io(kubeconfig.display().to_string(), e))?;
+    let (token_file, seen) = match token_file {
+        Some((file, seen)) => (Some(Arc::new(file)), seen),
+        None => (None, None),
+    };
     let shared = Arc::new(http::Shared {
         api: api.clone(),
-        token: token.clone(),
+        authn: authn::Authenticator::new(token.clone(), token_file.clone()),
+        policy: authz::PolicyCache::new(&api.store),
         max_body: args.max_body_bytes,
         server_address: format!("{host}:{}", addr.port()),
         watch_timeout: Duration::from_secs(30 * 60),
@@ -235,8 +256,12 @@ pub async fn start(args: ApiserverArgs) -> Result<Running, Error> {
         )),
     };
     let sweeper = tokio::spawn(event_ttl::sweep(api.clone(), Duration::from_secs(args.event_ttl_seconds)));
+    let mut tasks = vec![("the HTTP server", task), ("the event TTL sweep", sweeper)];
+    if let Some(file) = token_file {
+        tasks.push(("the token auth file watcher", tokio::spawn(file.watch(seen))));
+    }
     tracing::info!(%url, kubeconfig = %kubeconfig.display(), "apiserver listening");
-    Ok(Running { addr, url, kubeconfig, token, api, audit, tasks: vec![task, sweeper], _lock: lock })
+    Ok(Running { addr, url, kubeconfig, token, api, audit, tasks, _lock: lock })
 }
 
 /// `mpiswarm apiserver`: serve until SIGINT or SIGTERM, or fail with an
@@ -263,7 +288,7 @@ mod tests {
     async fn a_server_task_that_ends_is_a_failure_with_its_name() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut running = start(ApiserverArgs::for_dir(dir.path())).await.expect("starts");
-        running.tasks[1].abort();
+        running.tasks[1].1.abort();
         let e = tokio::time::timeout(Duration::from_secs(30), running.failure()).await.expect("noticed");
         assert_eq!(
             e.to_string(),

@@ -55,6 +55,7 @@ fn kind_schema(t: &ResourceType) -> Value {
     schema
 }
 
+/// The operations of a kind's item path, or of a review's collection path (create only).
 fn operations(t: &ResourceType) -> Value {
     let gvk = json!({"group": t.group, "version": t.version, "kind": t.kind});
     let params = json!([
@@ -67,6 +68,9 @@ fn operations(t: &ResourceType) -> Value {
             "x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk,
             "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": format!("{REF}{}", definition_name(t))}}}}}})
     };
+    if t.builtin == Some(Builtin::Review) {
+        return json!({"post": op("create", "post")});
+    }
     json!({"get": op("read", "get"), "put": op("replace", "put"), "patch": op("patch", "patch"), "delete": op("delete", "delete")})
 }
 
@@ -82,6 +86,17 @@ pub fn document(types: &[Arc<ResourceType>], group: &str, version: &str) -> Opti
     schemas.insert(meta_name.clone(), meta.clone());
     let base = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
     for t in rs {
+        if t.builtin == Some(Builtin::Review) {
+            // A review is only ever created: one POST on its collection.
+            let collection = if t.namespaced {
+                format!("{base}/namespaces/{{namespace}}/{}", t.plural)
+            } else {
+                format!("{base}/{}", t.plural)
+            };
+            paths.insert(collection, operations(t));
+            schemas.insert(definition_name(t), kind_schema(t));
+            continue;
+        }
         let item = if t.namespaced {
             format!("{base}/namespaces/{{namespace}}/{}/{{name}}", t.plural)
         } else {

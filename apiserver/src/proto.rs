@@ -1,7 +1,8 @@
 //! Kubernetes protobuf request bodies for the few built-in kinds kubectl's
-//! typed clients send that way (`kubectl create namespace|configmap|secret`):
-//! the `k8s\0` envelope (`runtime.Unknown`) and just the fields of
-//! Namespace, ConfigMap and Secret (k8s.io/api generated.proto numbering),
+//! typed clients send that way (`kubectl create namespace|configmap|secret`,
+//! `kubectl auth can-i|whoami`): the `k8s\0` envelope (`runtime.Unknown`)
+//! and just the fields of Namespace, ConfigMap, Secret and the review kinds
+//! (k8s.io/api generated.proto numbering),
 //! turned into the JSON the rest of the server handles. Unknown fields are
 //! skipped by prost; responses are always JSON, which kubectl accepts.
 
@@ -81,6 +82,135 @@ struct Secret {
     immutable: Option<bool>,
 }
 
+/// authorization/v1 `ResourceAttributes`.
+#[derive(Clone, PartialEq, Message)]
+struct ResourceAttributes {
+    #[prost(string, tag = "1")]
+    namespace: String,
+    #[prost(string, tag = "2")]
+    verb: String,
+    #[prost(string, tag = "3")]
+    group: String,
+    #[prost(string, tag = "4")]
+    version: String,
+    #[prost(string, tag = "5")]
+    resource: String,
+    #[prost(string, tag = "6")]
+    subresource: String,
+    #[prost(string, tag = "7")]
+    name: String,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct NonResourceAttributes {
+    #[prost(string, tag = "1")]
+    path: String,
+    #[prost(string, tag = "2")]
+    verb: String,
+}
+
+/// `SubjectAccessReviewSpec`; `SelfSubjectAccessReviewSpec` is its first two fields.
+#[derive(Clone, PartialEq, Message)]
+struct AccessReviewSpec {
+    #[prost(message, optional, tag = "1")]
+    resource_attributes: Option<ResourceAttributes>,
+    #[prost(message, optional, tag = "2")]
+    non_resource_attributes: Option<NonResourceAttributes>,
+    #[prost(string, tag = "3")]
+    user: String,
+    #[prost(string, repeated, tag = "4")]
+    groups: Vec<String>,
+    #[prost(string, tag = "6")]
+    uid: String,
+}
+
+/// Every access review: metadata and spec.
+#[derive(Clone, PartialEq, Message)]
+struct AccessReview {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<ObjectMeta>,
+    #[prost(message, optional, tag = "2")]
+    spec: Option<AccessReviewSpec>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct RulesReviewSpec {
+    #[prost(string, tag = "1")]
+    namespace: String,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct RulesReview {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<ObjectMeta>,
+    #[prost(message, optional, tag = "2")]
+    spec: Option<RulesReviewSpec>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct TokenReviewSpec {
+    #[prost(string, tag = "1")]
+    token: String,
+    #[prost(string, repeated, tag = "2")]
+    audiences: Vec<String>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct TokenReview {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<ObjectMeta>,
+    #[prost(message, optional, tag = "2")]
+    spec: Option<TokenReviewSpec>,
+}
+
+/// `SelfSubjectReview` asks nothing: metadata only.
+#[derive(Clone, PartialEq, Message)]
+struct SelfSubjectReview {
+    #[prost(message, optional, tag = "1")]
+    metadata: Option<ObjectMeta>,
+}
+
+/// A review's protobuf body as the JSON `reviews` reads.
+fn review_json(rt: &ResourceType, raw: &[u8]) -> ApiResult<Value> {
+    Ok(match rt.kind.as_str() {
+        "SelfSubjectRulesReview" => {
+            let r = RulesReview::decode(raw).map_err(|e| bad(rt, e))?;
+            json!({"metadata": meta_json(r.metadata), "spec": {"namespace": r.spec.unwrap_or_default().namespace}})
+        }
+        "TokenReview" => {
+            let r = TokenReview::decode(raw).map_err(|e| bad(rt, e))?;
+            let spec = r.spec.unwrap_or_default();
+            json!({"metadata": meta_json(r.metadata), "spec": {"token": spec.token, "audiences": spec.audiences}})
+        }
+        "SelfSubjectReview" => {
+            let r = SelfSubjectReview::decode(raw).map_err(|e| bad(rt, e))?;
+            json!({"metadata": meta_json(r.metadata)})
+        }
+        _ => {
+            let r = AccessReview::decode(raw).map_err(|e| bad(rt, e))?;
+            let spec = r.spec.unwrap_or_default();
+            let mut v = json!({"metadata": meta_json(r.metadata), "spec": {}});
+            if let Some(a) = spec.resource_attributes {
+                v["spec"]["resourceAttributes"] = json!({"namespace": a.namespace, "verb": a.verb, "group": a.group,
+                    "version": a.version, "resource": a.resource, "subresource": a.subresource, "name": a.name});
+            }
+            if let Some(a) = spec.non_resource_attributes {
+                v["spec"]["nonResourceAttributes"] = json!({"path": a.path, "verb": a.verb});
+            }
+            if !spec.user.is_empty() {
+                v["spec"]["user"] = json!(spec.user);
+            }
+            if !spec.groups.is_empty() {
+                v["spec"]["groups"] = json!(spec.groups);
+            }
+            if !spec.uid.is_empty() {
+                v["spec"]["uid"] = json!(spec.uid);
+            }
+            v
+        }
+    })
+}
+
 pub fn is_protobuf(content_type: &str) -> bool {
     content_type.trim().starts_with("application/vnd.kubernetes.protobuf")
 }
@@ -117,12 +247,12 @@ fn bad(rt: &ResourceType, e: impl std::fmt::Display) -> ApiError {
 pub fn decode(rt: &ResourceType, body: &[u8]) -> ApiResult<Value> {
     let unsupported = || {
         ApiError::unsupported_media_type(format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (protobuf is accepted only for namespaces, configmaps and secrets, not {plural}); send {plural} as JSON or YAML: `kubectl apply -f` and `kubectl create -f` do, and a `kubectl create {singular} ...` generator can be piped: add `--dry-run=client -o yaml | kubectl apply -f -`",
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (protobuf is accepted only for namespaces, configmaps, secrets and the review kinds, not {plural}); send {plural} as JSON or YAML: `kubectl apply -f` and `kubectl create -f` do, and a `kubectl create {singular} ...` generator can be piped: add `--dry-run=client -o yaml | kubectl apply -f -`",
             plural = rt.plural,
             singular = rt.singular
         ))
     };
-    if !matches!(rt.builtin, Some(Builtin::Namespace | Builtin::ConfigMap | Builtin::Secret)) {
+    if !matches!(rt.builtin, Some(Builtin::Namespace | Builtin::ConfigMap | Builtin::Secret | Builtin::Review)) {
         return Err(unsupported());
     }
     let inner = body.strip_prefix(MAGIC).ok_or_else(|| bad(rt, "missing the k8s protobuf envelope"))?;
@@ -130,6 +260,7 @@ pub fn decode(rt: &ResourceType, body: &[u8]) -> ApiResult<Value> {
     let tm = unknown.type_meta.unwrap_or_default();
     let raw = unknown.raw.as_slice();
     let mut v = match rt.builtin {
+        Some(Builtin::Review) => review_json(rt, raw)?,
         Some(Builtin::Namespace) => {
             let ns = Namespace::decode(raw).map_err(|e| bad(rt, e))?;
             json!({"metadata": meta_json(ns.metadata)})
@@ -202,5 +333,39 @@ mod tests {
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c1", "labels": {"a": "b"}}, "data": {"k": "v"}, "binaryData": {"bin": "AAE="}})
         );
         assert_eq!(decode(&rt, b"not protobuf").unwrap_err().code, 400);
+    }
+
+    #[test]
+    fn a_protobuf_access_review_becomes_the_json_reviews_read() {
+        let review = AccessReview {
+            metadata: None,
+            spec: Some(AccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    namespace: "team-a".into(),
+                    verb: "create".into(),
+                    group: "mpiswarm.io".into(),
+                    resource: "mpijobs".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        };
+        let envelope = Unknown {
+            type_meta: Some(TypeMeta {
+                api_version: "authorization.k8s.io/v1".into(),
+                kind: "SelfSubjectAccessReview".into(),
+            }),
+            raw: review.encode_to_vec(),
+        };
+        let mut body = MAGIC.to_vec();
+        body.extend(envelope.encode_to_vec());
+        let rt = crate::registry::Registry::default()
+            .find("authorization.k8s.io", "v1", "selfsubjectaccessreviews")
+            .expect("served");
+        let v = decode(&rt, &body).expect("decodes");
+        assert_eq!(v["kind"], "SelfSubjectAccessReview");
+        assert_eq!(v["spec"]["resourceAttributes"]["namespace"], "team-a");
+        assert_eq!(v["spec"]["resourceAttributes"]["resource"], "mpijobs");
+        assert!(v["spec"].get("nonResourceAttributes").is_none());
     }
 }

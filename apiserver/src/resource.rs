@@ -21,6 +21,13 @@ pub enum Builtin {
     /// Served and stored with the schema k8s-openapi ships; no controller
     /// acts on it (Deployments, Pods, Services, RBAC...).
     Stored,
+    /// Roles, ClusterRoles and their bindings: stored, and enforced by the
+    /// server itself on every request (`rbac`, `authz`).
+    Rbac,
+    /// A question to the server, answered and never stored: access reviews
+    /// (`authorization.k8s.io`), token and self-subject reviews
+    /// (`authentication.k8s.io`). Create only.
+    Review,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -89,8 +96,12 @@ impl ResourceType {
         self.builtin.is_none()
     }
 
-    pub fn verbs() -> Vec<&'static str> {
-        vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+    /// The verbs discovery lists for this resource.
+    pub fn verbs(&self) -> &'static [&'static str] {
+        match self.builtin {
+            Some(Builtin::Review) => &["create"],
+            _ => &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"],
+        }
     }
 }
 
