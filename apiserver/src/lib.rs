@@ -295,4 +295,36 @@ mod tests {
             "the server cannot go on: the event TTL sweep was cancelled; see the log above, then restart it"
         );
     }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ApiserverArgs,
+    }
+
+    #[test]
+    fn the_token_file_is_a_flag_and_an_environment_variable() {
+        use clap::{CommandFactory, Parser};
+        let cli = Cli::try_parse_from(["apiserver", "--token-auth-file", "/etc/mpiswarm/tokens.csv"]).expect("parses");
+        assert_eq!(cli.args.token_auth_file, Some(PathBuf::from("/etc/mpiswarm/tokens.csv")));
+        let none = Cli::try_parse_from(["apiserver"]).expect("parses");
+        assert_eq!(none.args.token_auth_file, None, "no token file unless one is given");
+        let arg = Cli::command().get_arguments().find(|a| a.get_id() == "token_auth_file").cloned().expect("the flag");
+        assert_eq!(arg.get_env().and_then(|e| e.to_str()), Some("MPISWARM_APISERVER_TOKEN_AUTH_FILE"));
+    }
+
+    #[tokio::test]
+    async fn the_token_file_watcher_is_a_named_server_task() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tokens = dir.path().join("tokens.csv");
+        std::fs::write(&tokens, "t,team-a,a\n").expect("write");
+        let mut args = ApiserverArgs::for_dir(dir.path().join("data"));
+        args.token_auth_file = Some(tokens);
+        let mut running = start(args).await.expect("starts");
+        let (name, watcher) = &running.tasks[2];
+        assert_eq!(*name, "the token auth file watcher");
+        watcher.abort();
+        let e = tokio::time::timeout(Duration::from_secs(30), running.failure()).await.expect("noticed");
+        assert!(e.to_string().contains("the token auth file watcher was cancelled"), "{e}");
+    }
 }
