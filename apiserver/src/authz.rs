@@ -19,12 +19,16 @@
 use std::sync::{Arc, RwLock};
 
 use axum::http::Method;
+use serde_json::Value;
 
 use crate::error::ApiError;
 use crate::locks;
 use crate::query::Query;
-use crate::rbac::{Attributes, Policy, ResourceAttributes, User, forbidden_message};
+use crate::rbac::{Attributes, Policy, ResourceAttributes, Rule, User, forbidden_message, uncovered};
 use crate::store::{Since, Store};
+
+/// The API group of Roles, ClusterRoles and their bindings.
+const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 
 /// Where RBAC objects are stored (every key of the four kinds starts so).
 const RBAC_KEYS: &str = "rbac.authorization.k8s.io/";
@@ -107,6 +111,96 @@ pub fn forbidden(user: &User, request: &Attributes) -> ApiError {
         Attributes::NonResource { .. } => ApiError::new(403, "Forbidden", format!("forbidden: {why}")),
         Attributes::Resource(r) => ApiError::forbidden(&r.resource, &r.group, &r.name, &why),
     }
+}
+
+/// No user grants more than it holds, as kube-apiserver's RBAC escalation
+/// check: creating or replacing a Role or ClusterRole needs every right it
+/// lists (where it applies), or the `escalate` verb on it; a RoleBinding or
+/// ClusterRoleBinding needs every right of the role it names (a
+/// RoleBinding's only in its namespace), or the `bind` verb on that role.
+/// A patch's result is known only inside the write, so patching an RBAC
+/// object needs `escalate` (roles) or `bind` (bindings) outright. `object`
+/// is the body of a create or replace, None for a patch. Called only for
+/// users outside `system:masters`.
+pub fn escalation(
+    policy: &Policy,
+    user: &User,
+    plural: &str,
+    namespace: &str,
+    object: Option<&Value>,
+) -> Result<(), ApiError> {
+    let name = object.and_then(|o| o["metadata"]["name"].as_str()).unwrap_or_default();
+    let may = |verb: &str, resource: &str, name: &str| {
+        let a = Attributes::Resource(ResourceAttributes {
+            verb: verb.into(),
+            namespace: namespace.into(),
+            group: RBAC_GROUP.into(),
+            resource: resource.into(),
+            name: name.into(),
+            ..ResourceAttributes::default()
+        });
+        policy.authorize(user, &a).allowed()
+    };
+    let refuse = |why: String| Err(ApiError::forbidden(plural, RBAC_GROUP, name, &why));
+    let (requested, cluster_scope, verb) = match plural {
+        "roles" | "clusterroles" => {
+            if may("escalate", plural, name) {
+                return Ok(());
+            }
+            let Some(o) = object else {
+                return refuse(format!(
+                    "User {:?} may patch {plural} only with the escalate verb on them; replace the whole object instead (kubectl replace), whose rules are checked",
+                    user.name
+                ));
+            };
+            let rules: Vec<Rule> = o["rules"].as_array().into_iter().flatten().map(Rule::from_json).collect();
+            (rules, plural == "clusterroles", "escalate")
+        }
+        "rolebindings" | "clusterrolebindings" => {
+            let Some(o) = object else {
+                return if may("bind", "roles", "") && may("bind", "clusterroles", "") {
+                    Ok(())
+                } else {
+                    refuse(format!(
+                        "User {:?} may patch {plural} only with the bind verb on roles and clusterroles; replace the whole object instead (kubectl replace), whose role is checked",
+                        user.name
+                    ))
+                };
+            };
+            let role = o["roleRef"]["name"].as_str().unwrap_or_default();
+            let cluster_role = o["roleRef"]["kind"].as_str() == Some("ClusterRole");
+            if may("bind", if cluster_role { "clusterroles" } else { "roles" }, role) {
+                return Ok(());
+            }
+            let Some(rules) = policy.role(cluster_role, namespace, role) else {
+                let kind = if cluster_role { "ClusterRole" } else { "Role" };
+                return refuse(format!(
+                    "User {:?} cannot bind {kind} {role:?}: it does not exist, and without the bind verb on it only an existing role's rules can be checked",
+                    user.name
+                ));
+            };
+            // What a RoleBinding grants: resource rules, in its namespace.
+            let rules =
+                rules.iter().filter(|r| plural == "clusterrolebindings" || r.is_resource_rule()).cloned().collect();
+            (rules, plural == "clusterrolebindings", "bind")
+        }
+        _ => return Ok(()),
+    };
+    let held = policy.rules_for(user, if cluster_scope { "" } else { namespace });
+    let missing = uncovered(&held, &requested);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let shown: Vec<&str> = missing.iter().take(5).map(String::as_str).collect();
+    let more =
+        if missing.len() > shown.len() { format!(" and {} more", missing.len() - shown.len()) } else { String::new() };
+    let scope =
+        if cluster_scope { "at the cluster scope".to_owned() } else { format!("in the namespace {namespace:?}") };
+    refuse(format!(
+        "User {:?} is attempting to grant RBAC permissions not currently held {scope}: {}{more}; a user may grant only what it holds, unless it has the {verb} verb",
+        user.name,
+        shown.join(", ")
+    ))
 }
 
 /// The policy as of some resourceVersion.
@@ -302,5 +396,54 @@ mod tests {
         )
         .await;
         assert!(cache.current(&t.api.store).authorize(&u, &list).allowed(), "the new binding counts at once");
+    }
+
+    #[test]
+    fn a_user_grants_only_what_it_holds_unless_it_may_escalate_or_bind() {
+        use serde_json::json;
+        let rbac_group = "rbac.authorization.k8s.io";
+        let policy = Policy::from_objects(&[
+            json!({"kind": "Role", "metadata": {"name": "jobs", "namespace": "team-a"}, "rules": [
+                {"apiGroups": ["mpiswarm.io"], "resources": ["mpijobs"], "verbs": ["*"]},
+                {"apiGroups": [rbac_group], "resources": ["roles", "rolebindings"], "verbs": ["create", "update", "patch"]}]}),
+            json!({"kind": "RoleBinding", "metadata": {"name": "jobs", "namespace": "team-a"},
+                "roleRef": {"kind": "Role", "name": "jobs"}, "subjects": [{"kind": "User", "name": "team-a"}]}),
+            json!({"kind": "ClusterRole", "metadata": {"name": "cluster-admin"}, "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}),
+            json!({"kind": "ClusterRole", "metadata": {"name": "escalator"}, "rules": [{"apiGroups": [rbac_group], "resources": ["roles"], "verbs": ["escalate"]}]}),
+            json!({"kind": "ClusterRoleBinding", "metadata": {"name": "escalator"},
+                "roleRef": {"kind": "ClusterRole", "name": "escalator"}, "subjects": [{"kind": "User", "name": "trusted"}]}),
+        ]);
+        let a = User { name: "team-a".into(), ..User::default() };
+        let role = |rules: serde_json::Value| json!({"metadata": {"name": "r"}, "rules": rules});
+        let jobs_only = role(json!([{"apiGroups": ["mpiswarm.io"], "resources": ["mpijobs"], "verbs": ["get"]}]));
+        assert!(escalation(&policy, &a, "roles", "team-a", Some(&jobs_only)).is_ok());
+        assert!(escalation(&policy, &a, "roles", "team-b", Some(&jobs_only)).is_err(), "held in team-a only");
+        let secrets = role(json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]));
+        let e = escalation(&policy, &a, "roles", "team-a", Some(&secrets)).expect_err("not held");
+        assert_eq!(e.code, 403);
+        assert_eq!(
+            e.message,
+            "roles.rbac.authorization.k8s.io \"r\" is forbidden: User \"team-a\" is attempting to grant RBAC permissions not currently held in the namespace \"team-a\": get \"secrets\" in API group \"\"; a user may grant only what it holds, unless it has the escalate verb"
+        );
+        let trusted = User { name: "trusted".into(), ..User::default() };
+        assert!(escalation(&policy, &trusted, "roles", "team-a", Some(&secrets)).is_ok(), "escalate");
+        let e = escalation(&policy, &a, "roles", "team-a", None).expect_err("a patch needs escalate");
+        assert!(e.message.contains("only with the escalate verb"), "{}", e.message);
+
+        let binding = |kind: &str, name: &str| {
+            json!({"metadata": {"name": "b"}, "roleRef": {"kind": kind, "name": name},
+            "subjects": [{"kind": "User", "name": "team-b"}]})
+        };
+        assert!(
+            escalation(&policy, &a, "rolebindings", "team-a", Some(&binding("Role", "jobs"))).is_ok(),
+            "its own rights"
+        );
+        let e = escalation(&policy, &a, "rolebindings", "team-a", Some(&binding("ClusterRole", "cluster-admin")))
+            .expect_err("more than it holds");
+        assert!(e.message.contains("attempting to grant RBAC permissions not currently held"), "{}", e.message);
+        let e =
+            escalation(&policy, &a, "rolebindings", "team-a", Some(&binding("Role", "ghost"))).expect_err("missing");
+        assert!(e.message.contains("Role \"ghost\": it does not exist"), "{}", e.message);
+        assert!(escalation(&policy, &a, "rolebindings", "team-a", None).is_err(), "a patch needs bind");
     }
 }

@@ -344,8 +344,16 @@ async fn route(shared: &Arc<Shared>, r: &Incoming<'_>, attrs: &mut RequestAttrib
         }),
     };
     let (group, resource) = (target.rt.group.clone(), target.rt.plural.clone());
-    let result = if target.rt.builtin == Some(Builtin::Review) {
-        review(shared, method, &target, headers, body, user)
+    let result = if target.rt.builtin == Some(Builtin::Rbac)
+        && matches!(*method, Method::POST | Method::PUT | Method::PATCH)
+        && rbac::privileged(user).is_none()
+    {
+        match no_escalation(shared, r, &target) {
+            Ok(()) => dispatch(shared, method, target, q, headers, body).await,
+            Err(e) => Err(e),
+        }
+    } else if target.rt.builtin == Some(Builtin::Review) {
+        review(shared, r, &target)
     } else {
         dispatch(shared, method, target, q, headers, body).await
     };
@@ -522,24 +530,25 @@ async fn dispatch(
     Ok(r)
 }
 
+/// A Role or binding written by someone outside `system:masters` grants
+/// nothing its writer does not hold (`authz::escalation`).
+fn no_escalation(shared: &Shared, r: &Incoming<'_>, t: &Target) -> ApiResult<()> {
+    let object = if *r.method == Method::PATCH { None } else { Some(object_body(t, r.headers, r.body)?) };
+    let policy = shared.policy.current(&shared.api.store);
+    authz::escalation(&policy, r.user, &t.rt.plural, t.namespace.as_deref().unwrap_or_default(), object.as_ref())
+}
+
 /// A review is created and answered, never stored (`reviews`).
-fn review(
-    shared: &Shared,
-    method: &Method,
-    t: &Target,
-    headers: &HeaderMap,
-    body: &[u8],
-    user: &User,
-) -> ApiResult<Response> {
-    if method != Method::POST || t.name.is_some() {
+fn review(shared: &Shared, r: &Incoming<'_>, t: &Target) -> ApiResult<Response> {
+    if *r.method != Method::POST || t.name.is_some() {
         return Err(ApiError::method_not_allowed(format!(
             "{} can only be created (POST to the collection); they are answered, never stored",
             t.rt.plural
         )));
     }
     let policy = shared.policy.current(&shared.api.store);
-    let ctx = reviews::Context { user, policy: &policy, authn: &shared.authn };
-    let answered = reviews::answer(t, review_body(t, headers, body)?, &ctx)?;
+    let ctx = reviews::Context { user: r.user, policy: &policy, authn: &shared.authn };
+    let answered = reviews::answer(t, review_body(t, r.headers, r.body)?, &ctx)?;
     Ok(json_response(201, &answered, "application/json"))
 }
 

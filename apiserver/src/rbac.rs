@@ -101,7 +101,9 @@ fn has(list: &[String], value: &str) -> bool {
 }
 
 impl Rule {
-    fn from_json(v: &Value) -> Self {
+    /// A PolicyRule as stored (`verbs`, `apiGroups`, `resources`,
+    /// `resourceNames`, `nonResourceURLs`); missing lists are empty.
+    pub fn from_json(v: &Value) -> Self {
         Self {
             verbs: strings(&v["verbs"]),
             api_groups: strings(&v["apiGroups"]),
@@ -346,6 +348,16 @@ impl Policy {
         Decision::Denied
     }
 
+    /// The rules of a Role in `namespace` or of a ClusterRole, if it exists.
+    pub fn role(&self, cluster: bool, namespace: &str, name: &str) -> Option<&[Rule]> {
+        let rules = if cluster {
+            self.cluster_roles.get(name)
+        } else {
+            self.roles.get(namespace).and_then(|roles| roles.get(name))
+        };
+        rules.map(|r| &r[..])
+    }
+
     /// Every rule bound to `user` that applies in `namespace` (what
     /// SelfSubjectRulesReview lists), in binding order, without repeats.
     pub fn rules_for(&self, user: &User, namespace: &str) -> Vec<Rule> {
@@ -400,6 +412,48 @@ pub fn forbidden_message(user: &User, request: &Attributes) -> String {
             format!("User {:?} cannot {} resource {resource:?} in API group {:?} {scope}", user.name, r.verb, r.group)
         }
     }
+}
+
+/// What of `requested` the `owner` rules do not cover, one verb, group,
+/// resource and name (or path) at a time, worded for a refusal; empty when
+/// `owner` holds every right `requested` would grant. A `*` in a requested
+/// rule is covered only by a `*` (so nobody grants more than it holds).
+/// This is the check kube-apiserver makes before a user may create a role
+/// or bind one without the `escalate` or `bind` verbs.
+pub fn uncovered(owner: &[Rule], requested: &[Rule]) -> Vec<String> {
+    let held = |a: &Attributes| owner.iter().any(|r| r.allows(a));
+    let mut missing = Vec::new();
+    for rule in requested {
+        for verb in &rule.verbs {
+            for url in &rule.non_resource_urls {
+                if !held(&Attributes::NonResource { verb: verb.clone(), path: url.clone() }) {
+                    missing.push(format!("{verb} {url}"));
+                }
+            }
+            let none = [String::new()];
+            let names = if rule.resource_names.is_empty() { &none[..] } else { &rule.resource_names[..] };
+            for group in &rule.api_groups {
+                for resource in &rule.resources {
+                    let (res, sub) = resource.split_once('/').unwrap_or((resource, ""));
+                    for name in names {
+                        let a = Attributes::Resource(ResourceAttributes {
+                            verb: verb.clone(),
+                            group: group.clone(),
+                            resource: res.to_owned(),
+                            subresource: sub.to_owned(),
+                            name: name.clone(),
+                            namespace: String::new(),
+                        });
+                        if !held(&a) {
+                            let named = if name.is_empty() { String::new() } else { format!(" named {name:?}") };
+                            missing.push(format!("{verb} {resource:?}{named} in API group {group:?}"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    missing
 }
 
 #[cfg(test)]
@@ -689,5 +743,74 @@ mod tests {
             "User \"team-a\" cannot get resource \"mpijobs/log\" in API group \"mpiswarm.io\" in the namespace \"team-a\""
         );
         assert_eq!(forbidden_message(&u, &path("get", "/metrics")), "User \"team-a\" cannot get path \"/metrics\"");
+    }
+
+    #[test]
+    fn a_user_covers_only_the_rules_it_holds_and_a_star_only_with_a_star() {
+        let owner = [
+            Rule {
+                verbs: vec!["get".into(), "list".into()],
+                api_groups: vec!["mpiswarm.io".into()],
+                resources: vec!["mpijobs".into(), "mpijobs/log".into()],
+                ..Rule::default()
+            },
+            Rule {
+                verbs: vec!["get".into()],
+                api_groups: vec![String::new()],
+                resources: vec!["configmaps".into()],
+                resource_names: vec!["mine".into()],
+                ..Rule::default()
+            },
+            Rule { verbs: vec!["get".into()], non_resource_urls: vec!["/api/*".into()], ..Rule::default() },
+        ];
+        let jobs = |verbs: &[&str], resources: &[&str]| Rule {
+            verbs: verbs.iter().map(|v| v.to_string()).collect(),
+            api_groups: vec!["mpiswarm.io".into()],
+            resources: resources.iter().map(|r| r.to_string()).collect(),
+            ..Rule::default()
+        };
+        assert!(uncovered(&owner, &[jobs(&["get"], &["mpijobs", "mpijobs/log"])]).is_empty());
+        assert_eq!(
+            uncovered(&owner, &[jobs(&["delete"], &["mpijobs"])]),
+            ["delete \"mpijobs\" in API group \"mpiswarm.io\""]
+        );
+        assert_eq!(uncovered(&owner, &[jobs(&["*"], &["mpijobs"])]).len(), 1, "a star verb needs a star");
+        assert_eq!(uncovered(&owner, &[jobs(&["get"], &["*"])]).len(), 1, "a star resource needs a star");
+        let mine = Rule {
+            verbs: vec!["get".into()],
+            api_groups: vec![String::new()],
+            resources: vec!["configmaps".into()],
+            resource_names: vec!["mine".into()],
+            ..Rule::default()
+        };
+        assert!(uncovered(&owner, std::slice::from_ref(&mine)).is_empty());
+        let all_configmaps = Rule { resource_names: vec![], ..mine };
+        assert_eq!(
+            uncovered(&owner, &[all_configmaps]),
+            ["get \"configmaps\" in API group \"\""],
+            "names held are not every name"
+        );
+        let urls = |u: &str| Rule { verbs: vec!["get".into()], non_resource_urls: vec![u.into()], ..Rule::default() };
+        assert!(uncovered(&owner, &[urls("/api/v1"), urls("/api/*")]).is_empty());
+        assert_eq!(uncovered(&owner, &[urls("/metrics")]), ["get /metrics"]);
+        let all = Rule {
+            verbs: vec!["*".into()],
+            api_groups: vec!["*".into()],
+            resources: vec!["*".into()],
+            ..Rule::default()
+        };
+        assert!(
+            uncovered(std::slice::from_ref(&all), &[jobs(&["*"], &["*"]), scale_deployments()]).is_empty(),
+            "cluster-admin covers all"
+        );
+    }
+
+    fn scale_deployments() -> Rule {
+        Rule {
+            verbs: vec!["update".into()],
+            api_groups: vec!["apps".into()],
+            resources: vec!["deployments/scale".into()],
+            ..Rule::default()
+        }
     }
 }

@@ -4,7 +4,8 @@
 //! log and status too) and ConfigMaps in namespace team-a; team-b has no
 //! binding at all. `kubectl auth can-i` answers from the same rules the
 //! server enforces, a refusal is kube-apiserver's 403 naming user, verb,
-//! resource and namespace, the admin kubeconfig still does everything, the
+//! resource and namespace, team-a may pass on its own rights but no more,
+//! the admin kubeconfig still does everything, the
 //! audit log names the user, and a token added to the file while the
 //! server runs is accepted within seconds.
 
@@ -50,6 +51,9 @@ rules:
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["get", "list", "create", "update", "delete"]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -85,6 +89,13 @@ impl Tenant {
         let mut cmd = kubectl_cmd(&self.kubeconfig, &self.cache);
         cmd.args(args);
         output_within(cmd, COMMAND_DEADLINE)
+    }
+
+    /// `kubectl apply -f -` of `yaml`.
+    fn apply(&self, yaml: &str) -> Output {
+        let mut cmd = kubectl_cmd(&self.kubeconfig, &self.cache);
+        cmd.args(["apply", "-f", "-"]);
+        mpiswarm_testkit::output_within(cmd, Some(yaml), COMMAND_DEADLINE)
     }
 
     /// `kubectl auth can-i ...`: true for yes (exit 0), false for no (exit 1).
@@ -230,6 +241,25 @@ async fn a_tenant_may_do_what_its_role_binding_grants_in_its_namespace_and_nothi
         serde_json::from_slice(&who.stdout).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&who), stderr(&who)));
     assert_eq!(me["status"]["userInfo"]["username"], "team-a");
     assert_eq!(me["status"]["userInfo"]["groups"], json!(["system:authenticated"]));
+
+    // team-a may pass on what it holds in its namespace, and nothing more.
+    let binding = |role_kind: &str, role: &str| {
+        format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {role}-for-team-b\n  namespace: team-a\nsubjects:\n- kind: User\n  apiGroup: rbac.authorization.k8s.io\n  name: team-b\nroleRef:\n  kind: {role_kind}\n  apiGroup: rbac.authorization.k8s.io\n  name: {role}\n"
+        )
+    };
+    let escalated = a.apply(&binding("ClusterRole", "cluster-admin"));
+    assert!(
+        !escalated.status.success()
+            && stderr(&escalated).contains("rolebindings.rbac.authorization.k8s.io \"cluster-admin-for-team-b\" is forbidden: User \"team-a\" is attempting to grant RBAC permissions not currently held in the namespace \"team-a\""),
+        "{}{}",
+        stdout(&escalated),
+        stderr(&escalated)
+    );
+    let shared = a.apply(&binding("Role", "mpijobs"));
+    assert!(shared.status.success(), "team-a binds its own role to team-b: {}", stderr(&shared));
+    assert!(b.can_i(&["list", "mpijobs", "-n", "team-a"]), "team-b now may, in team-a only");
+    assert!(!b.can_i(&["list", "mpijobs", "-n", "team-b"]));
 
     // The admin kubeconfig still does everything.
     s.kubectl_ok(&["get", "configmaps", "-n", "team-b"]);
