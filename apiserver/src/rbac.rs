@@ -21,6 +21,8 @@
 //! - group `system:masters` is allowed everything without any rule.
 //!
 //! Nothing ever denies: a request is allowed when one rule allows it.
+//! `uncovered` is the escalation check's half: which rights a role would
+//! grant that a user's own rules do not hold.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -332,6 +332,52 @@ async fn a_user_added_to_the_token_file_of_a_running_server_is_accepted_within_s
     assert!(a.can_i(&["create", "mpijobs", "-n", "team-a"]), "the others are untouched");
 }
 
+/// The commands `README.md` ("Rights") shows an operator for a new tenant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_readme_commands_make_a_tenant_that_may_create_mpijobs_in_its_namespace_only() {
+    let (s, _outside, tokens) = with_tenants().await;
+    let token = "0b6c2f4e9a1d4c3b8e7f6a5d4c3b2a19";
+    let mut lines = token_lines();
+    lines.push(format!("{token},team-d,team-d"));
+    write_tokens(&tokens, &lines);
+    s.kubectl_ok(&["create", "namespace", "team-d"]);
+    let pipe = |generate: &[&str]| {
+        let yaml = s.kubectl_ok(generate);
+        let mut apply = s.kubectl_cmd();
+        apply.args(["apply", "-f", "-"]);
+        let out = mpiswarm_testkit::output_within(apply, Some(&yaml), COMMAND_DEADLINE);
+        assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    };
+    pipe(&[
+        "create",
+        "role",
+        "mpijobs",
+        "-n",
+        "team-d",
+        "--verb=*",
+        "--resource=mpijobs.mpiswarm.io",
+        "--dry-run=client",
+        "-o",
+        "yaml",
+    ]);
+    pipe(&[
+        "create",
+        "rolebinding",
+        "team-d",
+        "-n",
+        "team-d",
+        "--role=mpijobs",
+        "--user=team-d",
+        "--dry-run=client",
+        "-o",
+        "yaml",
+    ]);
+    until_answered(&s, token, 200, "team-d, added to the file").await;
+    let d = Tenant::new(&s, "team-d", token);
+    assert!(d.can_i(&["create", "mpijobs", "-n", "team-d"]));
+    assert!(!d.can_i(&["create", "mpijobs", "-n", "team-b"]));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_malformed_token_file_stops_the_server_from_starting_and_names_the_line() {
     let dir = tempfile::tempdir().expect("tempdir");
