@@ -21,13 +21,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use kube::runtime::reflector::ObjectRef;
 use mpiswarm_crds::MpiJob;
 use mpiswarm_mesos::TaskStatus;
-use mpiswarm_policy::{AgentCapacity, JobDemand};
+use mpiswarm_policy::{AgentCapacity, JobDemand, QuotaLimit};
 use tokio::sync::oneshot;
 
 use crate::gang::{GangBook, Stage};
 use crate::launch::JobIdentity;
 use crate::names::TaskName;
-use crate::plan::{QueueView, first_clause};
+use crate::plan::{NeverFits, QueueView, first_clause};
 
 /// What a driver round needs to launch a job without reading the API.
 #[derive(Debug)]
@@ -93,6 +93,8 @@ struct Inner {
     capacity: BTreeMap<String, AgentCapacity>,
     /// Bumped whenever `capacity` changes.
     capacity_epoch: u64,
+    /// The offer layer's quota limits by role, as last read from it.
+    quota_limits: BTreeMap<String, QuotaLimit>,
 }
 
 /// A task to KILL: (task id, agent id).
@@ -213,7 +215,7 @@ impl Books {
         &self,
         uid: &str,
         wait: String,
-        never_fits: Option<String>,
+        never_fits: Option<NeverFits>,
         never_fits_epoch: u64,
         now: i64,
     ) -> Option<ObjectRef<MpiJob>> {
@@ -223,7 +225,8 @@ impl Books {
         if q.view.since == 0 {
             q.view.since = now;
         }
-        let changed = q.view.never_fits.is_some() != never_fits.is_some()
+        let kind = |n: &Option<NeverFits>| n.as_ref().map(std::mem::discriminant);
+        let changed = kind(&q.view.never_fits) != kind(&never_fits)
             || q.view.wait.as_deref().map(first_clause) != Some(first_clause(&wait));
         q.view.wait = Some(wait);
         q.view.never_fits = never_fits;
@@ -427,6 +430,19 @@ impl Books {
         if changed {
             inner.capacity_epoch += 1;
         }
+    }
+
+    /// Records the offer layer's quota limits; says whether they changed.
+    pub fn set_quota_limits(&self, limits: BTreeMap<String, QuotaLimit>) -> bool {
+        let mut inner = self.lock();
+        let changed = inner.quota_limits != limits;
+        inner.quota_limits = limits;
+        changed
+    }
+
+    /// The offer layer's quota limits by role, as last read from it.
+    pub fn quota_limits(&self) -> BTreeMap<String, QuotaLimit> {
+        self.lock().quota_limits.clone()
     }
 
     /// Everything the cluster has ever offered, one capacity per agent, and

@@ -23,8 +23,9 @@ use std::time::Duration;
 
 use futures::{FutureExt, StreamExt};
 use kube::ResourceExt;
-use mpiswarm_mesos::client::{Backoff, ClientError, SchedulerClient};
+use mpiswarm_mesos::client::{Backoff, ClientError, Endpoint, SchedulerClient};
 use mpiswarm_mesos::framework::{Capability, CapabilityType};
+use mpiswarm_mesos::quota::QuotaStatus;
 use mpiswarm_mesos::scheduler::{Call, CallType, Event, EventType, ReconcileTask, Subscribe};
 use mpiswarm_mesos::{AgentId, Filters, FrameworkId, FrameworkInfo, MasterError, Offer, TaskId, TaskStatus};
 use mpiswarm_policy::RoundOptions;
@@ -59,6 +60,8 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), Error> {
     let client = SchedulerClient::new(&config.master, config.credentials.clone()).trusting(config.ca.as_ref());
+    let quota = Endpoint::new(&config.master, "/quota", config.credentials.clone()).trusting(config.ca.as_ref());
+    tokio::spawn(read_quota(ctx.clone(), quota, shutdown.clone()));
     let backoff = Backoff { initial: Duration::from_millis(200), max: Duration::from_secs(5) };
     let mut roles: BTreeSet<String> = BTreeSet::from(["*".to_owned()]);
     let mut attempt = 0u32;
@@ -106,6 +109,38 @@ pub async fn run(
         attempt += 1;
     }
     Ok(())
+}
+
+/// How often the offer layer's quota limits are read.
+const QUOTA_EVERY: Duration = Duration::from_secs(10);
+/// How long one read of them may take.
+const QUOTA_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Reads the master's quota limits (`GET /quota`) into the books every
+/// [`QUOTA_EVERY`], beside the event loop so that a slow answer stalls
+/// nothing; the offer rounds tell a job larger than its role's limit so.
+/// A master that does not answer (an older one, or ACLs that keep the
+/// controller from `/quota`) leaves the last limits read, and is warned of
+/// once until it answers again.
+async fn read_quota(ctx: Arc<Context>, endpoint: Endpoint, mut shutdown: watch::Receiver<bool>) {
+    let mut failing = false;
+    while !*shutdown.borrow() {
+        match endpoint.get_json::<QuotaStatus>(QUOTA_TIMEOUT).await {
+            Ok(status) => {
+                let limits = status.limits();
+                if ctx.books.set_quota_limits(limits.clone()) {
+                    tracing::info!(?limits, "the offer layer's quota limits");
+                }
+                failing = false;
+            }
+            Err(e) if !failing => {
+                tracing::warn!(error = %e, "cannot read the offer layer's quota limits; keeping the last ones read");
+                failing = true;
+            }
+            Err(_) => {}
+        }
+        sleep_or_shutdown(QUOTA_EVERY, &mut shutdown).await;
+    }
 }
 
 async fn sleep_or_shutdown(d: Duration, shutdown: &mut watch::Receiver<bool>) {
@@ -354,6 +389,7 @@ impl Session<'_> {
             &offers,
             &waiting,
             (&known, epoch),
+            &ctx.books.quota_limits(),
             RoundOptions { now, backfill: ctx.settings.backfill },
         );
         self.log_round(&outcome.log);

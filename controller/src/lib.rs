@@ -73,8 +73,9 @@ pub struct ControllerArgs {
     #[command(flatten)]
     pub master: mpiswarm_mesos::client::args::MasterArgs,
     /// A Mesos credential file for the master's authentication:
-    /// `{"principal":"...","secret":"..."}` or `principal secret`.
-    #[arg(long, env = "MPISWARM_MASTER_CREDENTIALS")]
+    /// `{"principal":"...","secret":"..."}` or `principal secret`. Also
+    /// spelled `--credential`, as `mpiswarm agent` and `mpiswarm logs` take it.
+    #[arg(long, visible_alias = "credential", env = "MPISWARM_MASTER_CREDENTIALS")]
     pub master_credentials: Option<PathBuf>,
     /// Watch MpiJobs of this namespace only (default: all namespaces).
     #[arg(long, env = "MPISWARM_NAMESPACE")]

@@ -21,11 +21,32 @@ pub struct QueueView {
     pub since: i64,
     /// Why the last round did not start it.
     pub wait: Option<String>,
-    /// Set when the job does not fit even on everything the cluster ever offered.
-    pub never_fits: Option<String>,
-    /// The capacity epoch (see `Books::known_capacity`) `never_fits` was
-    /// computed at; it is not computed again until the capacity changes.
+    /// Set when the job can never be placed as things stand.
+    pub never_fits: Option<NeverFits>,
+    /// The capacity epoch (see `Books::known_capacity`) a
+    /// [`NeverFits::Cluster`] was computed at; it is not computed again
+    /// until the capacity changes.
     pub never_fits_epoch: Option<u64>,
+}
+
+/// Why a waiting job can never be placed as things stand (it keeps
+/// waiting: the cluster may grow, the limit may be raised).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NeverFits {
+    /// It does not fit even on everything the cluster ever offered.
+    Cluster(String),
+    /// It needs more than its role's quota limit lets the role hold.
+    Quota(String),
+}
+
+impl NeverFits {
+    /// The `Unschedulable` reason and message.
+    fn condition(&self) -> (R, &str) {
+        match self {
+            NeverFits::Cluster(why) => (R::ExceedsCluster, why),
+            NeverFits::Quota(why) => (R::ExceedsQuota, why),
+        }
+    }
 }
 
 /// What must happen besides the status write.
@@ -367,7 +388,10 @@ fn wait_step(b: &mut Builder<'_>, generation: u32) {
     let Some(q) = b.inputs.queue else { return };
     let waited = b.now - q.since;
     let (reason, why) = match (&q.never_fits, &q.wait) {
-        (Some(never), _) => (R::ExceedsCluster, never.clone()),
+        (Some(never), _) => {
+            let (reason, why) = never.condition();
+            (reason, why.to_owned())
+        }
         (None, _) if waited < timeout => {
             b.requeue(timeout - waited);
             return;
@@ -684,11 +708,22 @@ mod tests {
         let mut row = Row::new(job(""));
         row.queue = Some(QueueView {
             since: T0,
-            never_fits: Some("needs 64 cpus; the cluster has 4".into()),
+            never_fits: Some(NeverFits::Cluster("needs 64 cpus; the cluster has 4".into())),
             ..QueueView::default()
         });
         let c = row.settle().status.condition(C::Unschedulable).cloned().unwrap();
         assert_eq!((c.reason.as_str(), c.message.as_str()), ("ExceedsCluster", "needs 64 cpus; the cluster has 4"));
+
+        let mut row = Row::new(job(""));
+        row.queue = Some(QueueView {
+            since: T0,
+            never_fits: Some(NeverFits::Quota("needs 8 cpus, the limit of role r is 4".into())),
+            ..QueueView::default()
+        });
+        let p = row.settle();
+        let c = p.status.condition(C::Unschedulable).cloned().unwrap();
+        assert_eq!((c.reason.as_str(), c.message.as_str()), ("ExceedsQuota", "needs 8 cpus, the limit of role r is 4"));
+        assert!(p.actions.contains(&Action::Enqueue { generation: 0 }), "it keeps waiting: the limit may be raised");
     }
 
     #[test]

@@ -15,7 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use mpiswarm_mesos::{Offer, OfferId, Operation, Reason, TaskId, TaskState, TaskStatus};
 use mpiswarm_policy::{
-    AgentCapacity, Placement, QueuedJob, Round, RoundOptions, TopologyScorer, WaitReason, place, queue_round,
+    AgentCapacity, Placement, QueuedJob, QuotaLimit, Round, RoundOptions, TopologyScorer, WaitReason, exceeds_quota,
+    place, queue_round,
 };
 use serde::Serialize;
 
@@ -23,6 +24,7 @@ use crate::books::QueueEntry;
 use crate::context::Settings;
 use crate::demand;
 use crate::launch::{AgentLaunch, Gang};
+use crate::plan::NeverFits;
 
 /// A job the round starts.
 #[derive(Debug, Clone)]
@@ -39,7 +41,7 @@ pub struct StartedGang {
 pub struct StillWaiting {
     pub uid: String,
     pub reason: String,
-    pub never_fits: Option<String>,
+    pub never_fits: Option<NeverFits>,
 }
 
 /// One role's input to `queue_round`, as logged.
@@ -77,10 +79,14 @@ pub fn offer_role(offer: &Offer) -> String {
 /// worked out once per job and epoch, not on every round (with a thousand
 /// waiting jobs and rounds every few tens of milliseconds, that placement
 /// against the whole cluster was done a thousand times per round).
+/// `quotas` are the offer layer's quota limits by role: a job larger than
+/// its role's limit is left out of the round (it would hold up its role's
+/// queue for good) and told so.
 pub fn plan_round(
     offers: &[Offer],
     waiting: &[(String, QueueEntry)],
     (known, epoch): (&[AgentCapacity], u64),
+    quotas: &BTreeMap<String, QuotaLimit>,
     options: RoundOptions,
 ) -> Outcome {
     let mut out = Outcome::default();
@@ -98,16 +104,20 @@ pub fn plan_round(
         let caps = demand::capacities(role_offers.iter().copied());
         let network_accounted: BTreeSet<String> =
             caps.iter().filter(|c| c.free.network_mbps.is_some()).map(|c| c.agent_id.clone()).collect();
-        let jobs: Vec<QueuedJob> = waiting
-            .iter()
-            .filter(|(_, q)| q.role == role)
-            .map(|(uid, q)| QueuedJob {
+        let mut jobs: Vec<QueuedJob> = Vec::new();
+        for (uid, q) in waiting.iter().filter(|(_, q)| q.role == role) {
+            if let Some(unfit) = quotas.get(role).and_then(|limit| exceeds_quota(&q.demand, role, limit)) {
+                let never_fits = Some(NeverFits::Quota(unfit.reason.clone()));
+                out.waiting.push(StillWaiting { uid: uid.clone(), reason: unfit.reason, never_fits });
+                continue;
+            }
+            jobs.push(QueuedJob {
                 id: uid.clone(),
                 role: q.role.clone(),
                 created_at: q.created_at,
                 demand: q.demand.clone(),
-            })
-            .collect();
+            });
+        }
         let round = queue_round(&jobs, &caps, &options, &scorer);
         for s in &round.started {
             let Some(q) = entries.get(s.job_id.as_str()) else { continue };
@@ -136,17 +146,18 @@ pub fn plan_round(
                 }
             };
             let Some(q) = entries.get(w.job_id.as_str()) else { continue };
-            let never_fits = if q.view.never_fits_epoch == Some(epoch) {
+            let cached = matches!(q.view.never_fits, None | Some(NeverFits::Cluster(_)));
+            let never_fits = if cached && q.view.never_fits_epoch == Some(epoch) {
                 q.view.never_fits.clone()
             } else if known.is_empty() {
                 None
             } else {
                 place(&q.demand, known).err().map(|unfit| {
-                    format!(
+                    NeverFits::Cluster(format!(
                         "does not fit even on everything the {} agents of the cluster offer: {}",
                         known.len(),
                         unfit.reason
-                    )
+                    ))
                 })
             };
             out.waiting.push(StillWaiting { uid: w.job_id.clone(), reason, never_fits });
@@ -289,12 +300,15 @@ mod tests {
 
     use mpiswarm_crds::MpiJob;
     use mpiswarm_mesos::{OfferId, Reason, TaskState};
-    use mpiswarm_policy::{AgentCapacity, Backfill, FreeResources, JobDemand, Policy, Resources, RoundOptions, place};
+    use mpiswarm_policy::{
+        AgentCapacity, Backfill, FreeResources, JobDemand, Policy, QuotaLimit, Resources, RoundOptions, place,
+    };
 
     use super::{Fate, Owner, StartedGang, answers, dropped_updates, fates, is_stray, plan_round, refuse_seconds};
     use crate::context::Settings;
     use crate::fixtures::{JobFixture as _, T0, UID};
     use crate::launch::Gang;
+    use crate::plan::NeverFits;
 
     /// A gang of two 0.5-cpu ranks per agent, one worker on each of `agents`.
     fn started(uid: &str, role: &str, agents: &[&str]) -> StartedGang {
@@ -471,15 +485,35 @@ mod tests {
     fn whether_a_job_never_fits_is_worked_out_once_per_capacity_epoch() {
         let mut entry =
             crate::reconcile::queue_entry(&Arc::new(MpiJob::test()), UID, 0, Vec::new(), T0).unwrap().unwrap();
-        entry.view.never_fits = Some("worked out before".into());
+        entry.view.never_fits = Some(NeverFits::Cluster("worked out before".into()));
         entry.view.never_fits_epoch = Some(7);
         let waiting = vec![(UID.to_owned(), entry)];
         // One 1-cpu agent: the 4 x 0.5-cpu job can never fit.
         let known = [AgentCapacity::new("a1", "n1", FreeResources::new(1.0, 4096.0))];
         let options = RoundOptions { now: T0, backfill: Backfill::Off };
-        let never_fits = |epoch| plan_round(&[], &waiting, (&known, epoch), options).waiting[0].never_fits.clone();
-        assert_eq!(never_fits(7).as_deref(), Some("worked out before"), "same epoch: not placed again");
-        let fresh = never_fits(8).unwrap_or_default();
+        let never_fits =
+            |epoch| plan_round(&[], &waiting, (&known, epoch), &BTreeMap::new(), options).waiting[0].never_fits.clone();
+        assert_eq!(never_fits(7), Some(NeverFits::Cluster("worked out before".into())), "same epoch: not placed again");
+        let Some(NeverFits::Cluster(fresh)) = never_fits(8) else { panic!("new epoch: placed again") };
         assert!(fresh.starts_with("does not fit even on everything the 1 agents"), "new epoch: placed again: {fresh}");
+    }
+
+    #[test]
+    fn a_job_over_its_roles_quota_limit_is_told_so_and_left_out_of_its_roles_round() {
+        let entry = crate::reconcile::queue_entry(&Arc::new(MpiJob::test()), UID, 0, Vec::new(), T0).unwrap().unwrap();
+        let role = entry.role.clone();
+        let waiting = vec![(UID.to_owned(), entry)];
+        let known = [AgentCapacity::new("a1", "n1", FreeResources::new(8.0, 8192.0))];
+        let options = RoundOptions { now: T0, backfill: Backfill::Off };
+        let limit = |cpus: f64| BTreeMap::from([(role.clone(), QuotaLimit::from([("cpus".to_owned(), cpus)]))]);
+        // The 4 x 0.5-cpu job and its launcher need 2.1 cpus.
+        let out = plan_round(&[], &waiting, (&known, 1), &limit(2.0), options);
+        let Some(NeverFits::Quota(why)) = &out.waiting[0].never_fits else { panic!("{:?}", out.waiting) };
+        assert!(why.contains(&format!("more than the quota limit of role {role} (2 cpus)")), "{why}");
+        assert_eq!(out.waiting[0].reason, *why);
+        assert!(out.log.iter().all(|r| r.jobs.is_empty()), "not queued, so it holds up nothing: {:?}", out.log);
+        let out = plan_round(&[], &waiting, (&known, 1), &limit(2.1), options);
+        assert_eq!(out.waiting[0].never_fits, None, "at the limit it waits for offers as usual");
+        assert_eq!(out.log[0].jobs.len(), 1);
     }
 }

@@ -98,6 +98,50 @@ async fn invalid_and_impossible_jobs_say_why_and_disturb_no_other_job() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_job_over_its_roles_quota_limit_is_unschedulable_naming_the_limit_and_holds_up_no_other() {
+    let s = Stack::start_with_offers(two_nodes(), |offers| {
+        offers.quota = mpiswarm_offers::server::parse_quotas("team-q=cpus:1").expect("a quota");
+    })
+    .await;
+    // 2 ranks of 0.5 cpu and the 0.1-cpu launcher: 1.1 cpus, over the limit of 1.
+    let over = job_yaml(
+        "over-quota",
+        2,
+        0.5,
+        &program("true"),
+        "  role: team-q
+",
+    );
+    let under = job_yaml(
+        "under-quota",
+        1,
+        0.5,
+        &program("sleep 0.5"),
+        "  role: team-q
+",
+    );
+    s.kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "{over}---
+{under}"
+        )),
+    );
+    let over = s
+        .until("over-quota", "Unschedulable", |j| condition(j, C::Unschedulable).is_some_and(|c| c.status == "True"))
+        .await;
+    let c = condition(&over, C::Unschedulable).unwrap();
+    assert_eq!(c.reason, "ExceedsQuota", "{}", c.message);
+    assert!(
+        c.message.contains("needs 1.1 cpus in all") && c.message.contains("quota limit of role team-q (1 cpu)"),
+        "{}",
+        c.message
+    );
+    assert_eq!(phase_of(&over), Some(Phase::Pending), "it keeps waiting: the limit may be raised");
+    s.until_phase("under-quota", Phase::Succeeded).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_job_whose_namespace_does_not_allow_its_role_is_invalid_and_nothing_of_it_runs() {
     let s = Stack::start(two_nodes()).await;
     let namespace = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-a\n  annotations: {mpiswarm.io/allowed-roles: team-a}\n";

@@ -54,6 +54,9 @@ condition_reasons! {
     DeadlineExceeded,
     /// `Unschedulable`: the gang does not fit even on everything the cluster ever offered.
     ExceedsCluster,
+    /// `Unschedulable`: the gang needs more than its role's quota limit (the
+    /// offer layer's `--quota`) lets the role hold.
+    ExceedsQuota,
     /// `Unschedulable`: no offer round placed the gang within `schedulingTimeoutSeconds`.
     GangDoesNotFit,
     /// `Restarting` or `Failed`: the launcher exited non-zero.

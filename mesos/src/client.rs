@@ -154,17 +154,37 @@ impl Endpoint {
         stream_id: Option<&str>,
     ) -> Result<reqwest::Response, ClientError> {
         let json = serde_json::to_vec(body).map_err(|source| ClientError::Json { source, record: String::new() })?;
-        for _ in 0..=MAX_REDIRECTS {
-            let url = self.url();
-            let mut req = self
+        self.send(|url| {
+            let req = self
                 .http
-                .post(&url)
+                .post(url)
                 .header("Content-Type", "application/json")
                 .header("Accept", "application/json")
                 .body(json.clone());
-            if let Some(id) = stream_id {
-                req = req.header(STREAM_ID_HEADER, id);
+            match stream_id {
+                Some(id) => req.header(STREAM_ID_HEADER, id),
+                None => req,
             }
+        })
+        .await
+    }
+
+    /// GETs the endpoint's JSON (an operator endpoint such as `/quota`),
+    /// the whole exchange within `timeout`.
+    pub async fn get_json<T: DeserializeOwned>(&self, timeout: Duration) -> Result<T, ClientError> {
+        let resp = self.send(|url| self.http.get(url).header("Accept", "application/json").timeout(timeout)).await?;
+        let url = self.url();
+        let body = resp.bytes().await.map_err(|source| ClientError::Http { url, source })?;
+        serde_json::from_slice(&body)
+            .map_err(|source| ClientError::Json { source, record: String::from_utf8_lossy(&body).into_owned() })
+    }
+
+    /// Sends the request `build` makes for the current URL, with the
+    /// credentials, following redirects as [`Masters`] allows.
+    async fn send(&self, build: impl Fn(&str) -> reqwest::RequestBuilder) -> Result<reqwest::Response, ClientError> {
+        for _ in 0..=MAX_REDIRECTS {
+            let url = self.url();
+            let mut req = build(&url);
             if let Some((user, pass)) = &self.credentials {
                 req = req.basic_auth(user, Some(pass));
             }

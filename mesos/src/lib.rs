@@ -8,7 +8,8 @@
 //!   the offer layer (documented in `offers/README.md`).
 //! - [`master_error`]: what a master's ERROR message means (Mesos' own words).
 //! - [`recordio`]: the RecordIO framing of event streams.
-//! - [`roles`]: which strings are Mesos roles (`roles::validate`).
+//! - [`roles`]: which strings are Mesos roles (`roles::validate`);
+//!   [`quota`]: the operator API's `GET /quota` answer.
 //! - [`client`]: async clients of the scheduler API (frameworks) and the
 //!   agent API (node agents); [`redirect`]: which redirect they follow;
 //! - [`agent_session`]: the agent's one subscribe / re-subscribe / UPDATE
@@ -36,6 +37,7 @@ pub mod ids;
 pub mod master_error;
 pub mod offer;
 pub mod quantities;
+pub mod quota;
 
 pub mod recordio;
 pub mod redirect;

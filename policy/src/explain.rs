@@ -12,13 +12,13 @@ use crate::ledger::Ledger;
 use crate::unfit::{Unfit, UnfitKind};
 
 /// Formats thousandths the way a user writes them: `16`, `9.5`, `0.125`.
-fn amount(milli: Milli) -> String {
+pub(crate) fn amount(milli: Milli) -> String {
     let s = format!("{:.3}", from_milli(milli));
     s.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
 /// `1 cpu`, `0.5 cpus`, `16 cpus`.
-fn cpus(milli: Milli) -> String {
+pub(crate) fn cpus(milli: Milli) -> String {
     if milli == 1000 { "1 cpu".to_owned() } else { format!("{} cpus", amount(milli)) }
 }
 

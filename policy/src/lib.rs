@@ -35,6 +35,7 @@ mod ledger;
 mod pack;
 mod placement;
 mod queue;
+mod quota;
 mod score;
 mod spread;
 mod unfit;
@@ -45,6 +46,7 @@ pub use cluster::Cluster;
 pub use demand::{DEFAULT_LAUNCHER, JobDemand, Policy, Profile, Resources};
 pub use placement::{LauncherAssignment, NodeAssignment, Placement};
 pub use queue::{Backfill, QueuedJob, Round, RoundOptions, Started, WaitReason, Waiting, queue_round};
+pub use quota::{QuotaLimit, exceeds_quota};
 pub use score::{NoScorer, Scorer, TopologyScorer};
 pub use unfit::{Unfit, UnfitKind};
 

@@ -21,6 +21,8 @@ pub enum UnfitKind {
     Fragmented,
     /// No matching agent has room for the launcher next to a rank.
     NoRoomForLauncher,
+    /// The whole gang needs more than its role's quota limit lets the role hold.
+    ExceedsQuota,
 }
 
 /// The job cannot start now; `reason` says why in one sentence with numbers.

@@ -113,6 +113,15 @@ impl Stack {
         Self::start_full(agents, tweak, true).await
     }
 
+    /// As [`Self::start`], with the offer layer's flags changed by
+    /// `tweak_offers` (e.g. its `--quota`).
+    pub async fn start_with_offers(
+        agents: Vec<AgentSpec>,
+        tweak_offers: impl FnOnce(&mut mpiswarm_offers::OffersArgs),
+    ) -> Self {
+        Self::start_tweaked(Agents::Test(agents), |_| {}, true, tweak_offers).await
+    }
+
     /// The API server, the offer layer and the agents, but no controller.
     pub async fn without_controller(agents: Vec<AgentSpec>) -> Self {
         Self::start_full(Agents::Test(agents), |_| {}, false).await

@@ -4,6 +4,7 @@
 
 use super::Master;
 use mpiswarm_mesos::quantities::Quantities;
+use mpiswarm_mesos::quota::{QuotaConfig, QuotaStatus};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
@@ -170,13 +171,18 @@ impl Master {
     /// Mesos' quota configs name them.
     pub fn quota_json(&self) -> Value {
         let sorter = self.allocator.sorter();
-        let configs: Vec<Value> = self
+        let configs = self
             .allocator
             .limits()
             .iter()
-            .map(|(role, limit)| json!({"role": role, "limits": limit, "consumed": sorter.role_allocation(role)}))
+            .map(|(role, limit)| QuotaConfig {
+                role: role.clone(),
+                guarantees: Default::default(),
+                limits: limit.clone(),
+                consumed: Some(sorter.role_allocation(role)),
+            })
             .collect();
-        json!({ "configs": configs })
+        serde_json::to_value(QuotaStatus { configs }).unwrap_or_default()
     }
 
     /// `/metrics/snapshot`.
