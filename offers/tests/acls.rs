@@ -213,11 +213,18 @@ async fn an_agent_reports_only_its_own_tasks_with_valid_resources() {
         }
         other => panic!("expected 400 for a negative resource, got {:?}", other.map(|id| id.value)),
     }
-    let tasks = vec![reported("t-own", "B-1", 0.5), reported("t-foreign", &other.value, 0.5)];
+    // Its own task; one it reports for another agent; one that names no
+    // agent; and one that would make its tasks hold more than its 2 cpus.
+    let tasks = vec![
+        reported("t-own", "B-1", 0.5),
+        reported("t-foreign", &other.value, 0.5),
+        reported("t-nameless", "", 0.5),
+        reported("t-too-big", "B-1", 1.75),
+    ];
     agent_subscribe(&url, "agent-2", agent_info(Some("B-1")), tasks).await.unwrap();
     let snapshot: serde_json::Value =
         serde_json::from_str(&get_as(&url, "/metrics/snapshot", Some("ops")).await.1).unwrap();
-    assert_eq!(snapshot["master/tasks_running"], 1.0, "the task it reported for {other} was ignored: {snapshot}");
+    assert_eq!(snapshot["master/tasks_running"], 1.0, "only t-own was adopted: {snapshot}");
 }
 
 #[tokio::test]

@@ -33,11 +33,46 @@ fn invalid_resource<'a>(mut resources: impl Iterator<Item = &'a mpiswarm_mesos::
 
 impl Master {
     /// Whether a task agent `id` reports at SUBSCRIBE is its own: the task
-    /// names no other agent, and the master does not know it on another.
+    /// names this agent (every launched TaskInfo carries its agent's id),
+    /// and the master does not know it on another.
     fn reported_task_is_of(&self, reported: &agent_api::ReportedTask, id: &str) -> bool {
-        let named = reported.task_info.agent_id.value.as_str();
         let key = (reported.framework_id.value.clone(), reported.task_info.task_id.value.clone());
-        (named.is_empty() || named == id) && self.tasks.get(&key).is_none_or(|t| t.agent_id.value == id)
+        reported.task_info.agent_id.value == id && self.tasks.get(&key).is_none_or(|t| t.agent_id.value == id)
+    }
+
+    /// Splits the tasks agent `id` reports into its own, which together
+    /// (with their executors) fit in the agent's `total`, and the rest:
+    /// tasks of another agent, and live tasks past what the agent has (an
+    /// agent cannot run more than it offers; adopting them would let it
+    /// charge a framework's role for resources that do not exist).
+    fn own_reported_tasks(
+        &self,
+        id: &str,
+        tasks: Vec<agent_api::ReportedTask>,
+        total: &Quantities,
+    ) -> (Vec<agent_api::ReportedTask>, Vec<(agent_api::ReportedTask, &'static str)>) {
+        let mut used = Quantities::new();
+        let (mut own, mut ignored) = (Vec::new(), Vec::new());
+        for t in tasks {
+            if !self.reported_task_is_of(&t, id) {
+                ignored.push((t, "it names another agent"));
+                continue;
+            }
+            if !t.status.state.is_terminal() {
+                let mut with = used.clone();
+                with.add(&Quantities::from_resources(&t.task_info.resources));
+                if let Some(e) = &t.executor_info {
+                    with.add(&Quantities::from_resources(&e.resources));
+                }
+                if !total.contains(&with) {
+                    ignored.push((t, "the agent's tasks would hold more than the agent has"));
+                    continue;
+                }
+                used = with;
+            }
+            own.push(t);
+        }
+        (own, ignored)
     }
 
     /// Agent SUBSCRIBE by `principal` from `peer_ip`: registers or
@@ -69,10 +104,10 @@ impl Master {
             Some(id) => id.to_owned(),
             None => self.next_id("S"),
         };
-        let (subscribe_tasks, foreign): (Vec<_>, Vec<_>) =
-            subscribe.tasks.into_iter().partition(|t| self.reported_task_is_of(t, &id));
-        for t in &foreign {
-            tracing::warn!(agent = %id, task = %t.task_info.task_id, "agent reported a task of another agent; ignored");
+        let (subscribe_tasks, ignored) =
+            self.own_reported_tasks(&id, subscribe.tasks, &Quantities::from_resources(&info.resources));
+        for (t, why) in &ignored {
+            tracing::warn!(agent = %id, task = %t.task_info.task_id, why, "agent reported a task that is not its own; ignored");
         }
         let was_removed = self.registry.removed_agents.contains(&id);
         if let Some(old) = self.agents.get_mut(&id).and_then(|a| a.conn.take()) {
