@@ -6,10 +6,11 @@
 //!   any plugin): a named Docker volume, created by Docker on first use and
 //!   never removed by the agent (it is the job's data). Its `driver_options`
 //!   are refused unless the agent allows that driver's option
-//!   (`--allow-volume-option DRIVER:KEY`, [`VolumeOptions`]), and the `local`
-//!   driver never binds a host path (`o=bind` or `type=none` with a
-//!   `device`), allowed or not: that would be a host path past
-//!   `--allow-host-path-prefix`;
+//!   (`--allow-volume-option DRIVER:KEY`, [`VolumeOptions`]), a key given
+//!   twice is refused, and the `local` driver mounts only network shares
+//!   and tmpfs (`type` one of [`LOCAL_TYPES`], never `o=bind`/`rbind`),
+//!   allowed or not: any other type mounts part of the node, a host path
+//!   past `--allow-host-path-prefix`;
 //! - `source.type = DOCKER_VOLUME` with `docker_volume.driver = "tmpfs"`: a
 //!   fresh tmpfs for this task alone (Mesos has no tmpfs source; no Docker
 //!   volume driver is called `tmpfs`, so the name cannot mean anything
@@ -163,15 +164,14 @@ impl VolumeOptions {
     /// Whether a volume of `driver` may carry `options`, else why not.
     fn check(&self, target: &str, driver: &str, options: &[(String, String)]) -> Result<(), MountError> {
         let refused = |rule: String| MountError::VolumeOption { target: target.to_owned(), rule };
+        // Docker keeps the last of a repeated key; a check that read the
+        // first would pass `o=uid=1` and then bind with `o=bind`.
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some((key, _)) = options.iter().find(|(key, _)| !seen.insert(key.as_str())) {
+            return Err(refused(format!("driver option '{key}' is given twice; give each option once")));
+        }
         if driver == LOCAL_DRIVER {
-            let value = |k: &str| options.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
-            let binds = value("o").is_some_and(|o| o.split(',').any(|part| part.trim() == "bind"))
-                || value("type") == Some("none");
-            if binds && value("device").is_some() {
-                return Err(refused(
-                    "the local driver would bind a host directory (o=bind or type=none with a device); a host path is a HOST_PATH volume, under --allow-host-path-prefix".to_owned(),
-                ));
-            }
+            local_mount(options).map_err(refused)?;
         }
         match options.iter().find(|(key, _)| !self.allowed.contains(&(driver.to_owned(), key.clone()))) {
             None => Ok(()),
@@ -179,6 +179,35 @@ impl VolumeOptions {
                 "driver option '{key}' of driver '{driver}' is not allowed on this agent (its operator may allow it with --allow-volume-option {driver}:{key})"
             ))),
         }
+    }
+}
+
+/// The filesystem types the `local` driver may mount: network shares and
+/// tmpfs, which reach nothing on the node. Any other type mounts something
+/// of the node's own (`none` or `bind` a directory, `ext4` a block
+/// device, `overlay` directories named in its options), so it is a host
+/// path past `--allow-host-path-prefix`.
+const LOCAL_TYPES: [&str; 5] = ["nfs", "nfs4", "cifs", "smb3", "tmpfs"];
+
+/// Why the `local` driver's `type`, `o` and `device` would mount part of
+/// the node, if they would (keys are unique here).
+fn local_mount(options: &[(String, String)]) -> Result<(), String> {
+    let value = |k: &str| options.iter().find(|(key, _)| key == k).map(|(_, v)| v.trim());
+    let host_path = "a host path is a HOST_PATH volume, under --allow-host-path-prefix";
+    if let Some(part) = value("o").and_then(|o| o.split(',').map(str::trim).find(|p| matches!(*p, "bind" | "rbind"))) {
+        return Err(format!("the local driver would bind a host directory (o={part}); {host_path}"));
+    }
+    match value("type") {
+        Some(t) if LOCAL_TYPES.contains(&t) => Ok(()),
+        Some(t) => Err(format!(
+            "the local driver would mount part of the node (type={t}; allowed types: {}); {host_path}",
+            LOCAL_TYPES.join(", ")
+        )),
+        None if value("device").is_some() => Err(format!(
+            "the local driver mounts a device only with a type (one of {}); {host_path}",
+            LOCAL_TYPES.join(", ")
+        )),
+        None => Ok(()),
     }
 }
 
@@ -496,6 +525,30 @@ mod tests {
         }
         let rw_bind = serde_json::json!([{"key": "o", "value": "rw,bind"}, {"key": "device", "value": "/var/run"}]);
         assert!(mounts(&[with("local", rw_bind)], &HostPaths::none(), &everything).is_err(), "o=rw,bind binds too");
+        // What a review found past the first version of the check.
+        for (options, says) in [
+            (
+                serde_json::json!([{"key": "o", "value": "uid=1000"}, {"key": "o", "value": "bind"}, {"key": "device", "value": "/"}]),
+                "driver option 'o' is given twice",
+            ),
+            (
+                serde_json::json!([{"key": "type", "value": "nfs"}, {"key": "o", "value": "rbind"}, {"key": "device", "value": "/"}]),
+                "would bind a host directory (o=rbind)",
+            ),
+            (
+                serde_json::json!([{"key": "type", "value": "ext4"}, {"key": "device", "value": "/dev/sda1"}]),
+                "type=ext4",
+            ),
+            (
+                serde_json::json!([{"key": "type", "value": "overlay"}, {"key": "o", "value": "lowerdir=/,upperdir=/tmp/u,workdir=/tmp/w"}, {"key": "device", "value": "overlay"}]),
+                "type=overlay",
+            ),
+            (serde_json::json!([{"key": "device", "value": "/dev/sda1"}]), "mounts a device only with a type"),
+        ] {
+            let err =
+                mounts(&[with("local", options.clone())], &HostPaths::none(), &everything).unwrap_err().to_string();
+            assert!(err.contains(says), "{options}: {err}");
+        }
         let nfs = serde_json::json!([{"key": "type", "value": "nfs"}, {"key": "o", "value": "addr=10.0.0.1"}, {"key": "device", "value": ":/export"}]);
         let err = mounts(&[with("local", nfs.clone())], &HostPaths::none(), &VolumeOptions::none()).unwrap_err();
         assert_eq!(

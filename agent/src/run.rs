@@ -247,11 +247,13 @@ impl Security {
         let readers = args.http_credentials.as_deref().map(mpiswarm_mesos::basic_auth::Principals::read).transpose()?;
         let ca = args.master.ca()?;
         let tls = tls::server_config_from_flags(args.tls_cert.as_deref(), args.tls_key.as_deref())?;
+        // Off loopback the agent needs its own credential (to the offer
+        // layer) and the readers of its /state and /files (task output).
         tls::check_listen(
             args.listen,
             tls.is_some(),
-            credential.is_some(),
-            "--tls-cert and --tls-key (MPISWARM_AGENT_TLS_CERT, MPISWARM_AGENT_TLS_KEY) and --principal with --secret-file or --credential (MPISWARM_AGENT_PRINCIPAL, MPISWARM_AGENT_SECRET_FILE, MPISWARM_AGENT_CREDENTIAL)",
+            credential.is_some() && readers.is_some(),
+            "--tls-cert and --tls-key (MPISWARM_AGENT_TLS_CERT, MPISWARM_AGENT_TLS_KEY), --principal with --secret-file or --credential (MPISWARM_AGENT_PRINCIPAL, MPISWARM_AGENT_SECRET_FILE, MPISWARM_AGENT_CREDENTIAL), and --http-credentials (MPISWARM_AGENT_HTTP_CREDENTIALS)",
         )?;
         Ok(Self { credential, readers, ca, tls })
     }

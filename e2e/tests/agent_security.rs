@@ -3,7 +3,8 @@
 //! UPDATE to a TLS offer layer that requires them, trusting the CA it was
 //! given, and runs a task in the rank image; without credentials it is
 //! refused with 401 and never registers; beyond loopback it does not start
-//! without TLS and credentials; with a certificate it serves HTTPS.
+//! without TLS, its credential and the readers of its endpoints
+//! (`--http-credentials`); with a certificate it serves HTTPS.
 
 // The agent's own test support (one home: agent/tests/support), which
 // these tests of the agent as a process share with its in-process tests.
@@ -212,15 +213,39 @@ fn beyond_loopback_the_agent_does_not_start_without_tls_and_credentials() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("refusing to listen on 0.0.0.0:0 without TLS and without credentials"), "{err}");
-    assert!(err.contains("--tls-cert") && err.contains("--secret-file") && err.contains("--credential"), "{err}");
+    assert!(
+        err.contains("--tls-cert")
+            && err.contains("--secret-file")
+            && err.contains("--credential")
+            && err.contains("--http-credentials"),
+        "{err}"
+    );
 
     let secret = pki.secret_file("s", "x");
+    let readers = pki.credentials_file("ops", "y");
     let mut cmd = Command::new(mpiswarm_e2e::binary::mpiswarm());
     cmd.args(["agent", "--listen", "0.0.0.0:0", "--master", "http://127.0.0.1:9", "--principal", "p", "--secret-file"])
-        .arg(&secret);
+        .arg(&secret)
+        .arg("--http-credentials")
+        .arg(&readers);
     let out = output_within(cmd, None, DEADLINE);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("without TLS:"), "{err}");
+
+    // TLS and its own credential, but nobody named to read its task output.
+    let mut cmd = Command::new(mpiswarm_e2e::binary::mpiswarm());
+    cmd.args(["agent", "--listen", "0.0.0.0:0", "--master", "http://127.0.0.1:9", "--principal", "p", "--secret-file"])
+        .arg(&secret)
+        .arg("--tls-cert")
+        .arg(&pki.cert_file)
+        .arg("--tls-key")
+        .arg(&pki.key_file);
+    let out = output_within(cmd, None, DEADLINE);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("without credentials") && err.contains("--http-credentials"),
+        "{err}"
+    );
 
     let mut cmd = Command::new(mpiswarm_e2e::binary::mpiswarm());
     cmd.args(["agent", "--principal", "p"]);

@@ -24,8 +24,13 @@ const SECRET: &str = "stack-test-secret";
 /// The name the stack is deployed under (its service is `mpiswarm_agent`).
 const STACK: &str = "mpiswarm";
 /// The external secrets the stack file names.
-const SECRETS: [&str; 4] =
-    ["mpiswarm-ca.crt", "mpiswarm-agent-secret", "mpiswarm-agent-tls.crt", "mpiswarm-agent-tls.key"];
+const SECRETS: [&str; 5] = [
+    "mpiswarm-ca.crt",
+    "mpiswarm-agent-secret",
+    "mpiswarm-agent-tls.crt",
+    "mpiswarm-agent-tls.key",
+    "mpiswarm-agent-readers.json",
+];
 
 fn main() {
     runner::run(
@@ -150,9 +155,12 @@ fn stack_file_runs_the_agents(cluster: &Cluster) {
         ],
     );
 
-    // The secrets the stack file names, from the test PKI, in the swarm.
+    // The secrets the stack file names, from the test PKI, in the swarm;
+    // the controller's principal (the agents' own here) reads the agents'
+    // /state and /files.
     let agent_secret = pki.secret_file("agent-secret", SECRET);
-    for (name, file) in SECRETS.iter().zip([&pki.ca_file, &agent_secret, &pki.cert_file, &pki.key_file]) {
+    let files = [&pki.ca_file, &agent_secret, &pki.cert_file, &pki.key_file, &credentials];
+    for (name, file) in SECRETS.iter().zip(files) {
         let text = std::fs::read_to_string(file).expect("a PKI file");
         let out = cluster.exec_with(manager, &[], &["docker", "secret", "create", name, "-"], Some(&text));
         assert!(out.status.success(), "docker secret create {name}: {}", String::from_utf8_lossy(&out.stderr));
