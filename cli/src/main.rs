@@ -50,6 +50,8 @@ enum Command {
     Status(run::StatusArgs),
     /// Print a job's output (the launcher's, or a worker's), while it runs and after it ended.
     Logs(logs::LogsArgs),
+    /// Manage the teams of the local stack: `tenant add NAME` gives one a token, namespace, roles, RBAC and kubeconfig.
+    Tenant(mpiswarm_stack::tenant::TenantArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -71,6 +73,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Status(args) => tokio::runtime::Runtime::new()?.block_on(run::status(args))?,
         Command::Logs(args) => tokio::runtime::Runtime::new()?.block_on(logs::run(args))?,
+        Command::Tenant(args) => tokio::runtime::Runtime::new()?.block_on(mpiswarm_stack::tenant::run(args))?,
     }
     Ok(())
 }

@@ -182,6 +182,19 @@ pub enum StackError {
 
     #[error(transparent)]
     Images(#[from] crate::images::ImagesError),
+
+    #[error("tenant name '{0}' is not a user name: letters, digits, '-', '.' and '_', starting with a letter or digit")]
+    TenantName(String),
+    #[error("--role: {0}")]
+    TenantRole(String),
+    #[error("{what} of the tenant")]
+    Tenant {
+        what: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("the admin kubeconfig {} names no cluster; start the stack again to write it anew", path.display())]
+    Kubeconfig { path: PathBuf },
 }
 
 /// An error with its causes, `a: b: c`, as one line.

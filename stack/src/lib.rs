@@ -12,6 +12,8 @@
 //! - [`nodes`]: `mpiswarm up --nodes N`, a multi-node swarm of containers;
 //! - [`down`]: `mpiswarm down`, everything of a data dir stopped and removed;
 //! - [`stack_file`]: `DATA/stack.json`, where a running stack is found;
+//! - [`tenant`]: `mpiswarm tenant add`, a team's token, namespace, roles,
+//!   RBAC and kubeconfig on the local stack;
 //! - [`docker`]: the `docker` command line for the host engine;
 //! - [`error`]: [`StackError`], what can go wrong in all of it.
 //!
@@ -29,6 +31,7 @@ pub mod images;
 pub mod nodes;
 pub mod split;
 pub mod stack_file;
+pub mod tenant;
 pub mod up;
 
 pub use components::UpArgs;
