@@ -62,7 +62,7 @@ pub fn acls_json() -> serde_json::Value {
 }
 
 /// A secret of 256 random bits, hex.
-fn new_secret() -> String {
+pub(crate) fn new_secret() -> String {
     format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
 }
 

@@ -242,7 +242,7 @@ fn ensure_token(path: &Path, user: &str) -> Result<String> {
     if let Some(token) = token_of(&text, user) {
         return Ok(token);
     }
-    let token = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+    let token = crate::credentials::new_secret();
     let mut text = text;
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
