@@ -67,6 +67,8 @@ pub struct AgentConfig {
     pub host_paths: HostPaths,
     /// Which volume driver options tasks may pass (none by default).
     pub volume_options: crate::mounts::VolumeOptions,
+    /// Existing named volumes mounted as they are, uninspected (none by default).
+    pub trusted_volumes: crate::existing::TrustedVolumes,
     /// How often the node's Swarm status is read ([`crate::node_health`]).
     pub node_check: Duration,
 }
@@ -80,6 +82,7 @@ impl Default for AgentConfig {
             output_retention: Duration::from_secs(3600),
             host_paths: HostPaths::none(),
             volume_options: crate::mounts::VolumeOptions::none(),
+            trusted_volumes: crate::existing::TrustedVolumes::default(),
             node_check: Duration::from_secs(1),
         }
     }

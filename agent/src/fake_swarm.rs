@@ -7,6 +7,7 @@ use bollard::models::{ConfigSpec, NetworkCreateRequest, SecretSpec, Service, Ser
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use crate::existing::{ExistingNetwork, VolumeLookup};
 use crate::swarm::{LogLine, ObjectKind, Swarm, SwarmError};
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -21,6 +22,11 @@ pub(crate) struct FakeSwarm {
     pub(crate) log_lines: Vec<LogLine>,
     /// Holds every service creation until released.
     pub(crate) hold: Option<Arc<Hold>>,
+    /// Networks as listed, by name: those made here and those someone
+    /// else made (put there by a test).
+    pub(crate) networks: Mutex<BTreeMap<String, ExistingNetwork>>,
+    /// Named volumes on the node, by name (absent unless listed).
+    pub(crate) volumes: BTreeMap<String, VolumeLookup>,
 }
 
 /// A service creation held at its start: `entered` is notified when one
@@ -42,9 +48,22 @@ impl FakeSwarm {
 }
 
 impl Swarm for FakeSwarm {
-    async fn ensure_network(&self, r: NetworkCreateRequest) -> Result<(), SwarmError> {
+    async fn network(&self, name: &str) -> Result<Option<ExistingNetwork>, SwarmError> {
+        Ok(self.networks.lock().unwrap().get(name).cloned())
+    }
+    async fn create_network(&self, r: NetworkCreateRequest) -> Result<bool, SwarmError> {
+        let existing = ExistingNetwork {
+            name: r.name.clone(),
+            driver: r.driver.clone().unwrap_or_default(),
+            scope: "swarm".into(),
+            labels: r.labels.clone().unwrap_or_default(),
+        };
+        self.networks.lock().unwrap().insert(r.name.clone(), existing);
         self.put("network", &r.name, ServiceSpec::default());
-        Ok(())
+        Ok(true)
+    }
+    async fn volume(&self, name: &str) -> Result<VolumeLookup, SwarmError> {
+        Ok(self.volumes.get(name).cloned().unwrap_or(VolumeLookup::Absent))
     }
     async fn ensure_secret(&self, s: SecretSpec) -> Result<String, SwarmError> {
         Ok(self.put("secret", &s.name.unwrap(), ServiceSpec::default()))
@@ -59,7 +78,11 @@ impl Swarm for FakeSwarm {
             hold.release.notified().await;
         }
         if self.refuse_service.as_deref() == Some(name.as_str()) {
-            return Err(SwarmError::NetworkConflict { name, driver: "x".into(), scope: "local".into() });
+            let source = bollard::errors::Error::DockerResponseServerError {
+                status_code: 500,
+                message: "refused by the test".into(),
+            };
+            return Err(SwarmError::Docker { operation: format!("create service {name}"), source });
         }
         Ok(self.put("service", &name, spec))
     }
@@ -96,6 +119,9 @@ impl Swarm for FakeSwarm {
     }
     async fn remove(&self, _: ObjectKind, id: &str) -> Result<(), SwarmError> {
         self.objects.lock().unwrap().retain(|(k, n), _| format!("{k}-{n}") != id);
+        if let Some(name) = id.strip_prefix("network-") {
+            self.networks.lock().unwrap().remove(name);
+        }
         Ok(())
     }
     async fn logs_tail(&self, _: &str, _: usize) -> Result<String, SwarmError> {

@@ -13,7 +13,9 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::plan::{FileKind, TaskPlan};
+use crate::existing::{NetworkRefusal, TrustedVolumes, VolumeLookup, VolumeRefusal, check_network, check_volume};
+use crate::mounts::{MountPlan, VolumeOptions};
+use crate::plan::{FileKind, NetworkPlan, TaskPlan};
 use crate::spec::{self, ObjectIds};
 use crate::swarm::{ObjectKind, Swarm, SwarmError};
 
@@ -26,7 +28,27 @@ const MISSING_NETWORK_RETRIES: u32 = 3;
 pub struct LaunchFailure {
     pub task_id: String,
     #[source]
-    pub source: SwarmError,
+    pub source: LaunchError,
+}
+
+/// What stopped a launch: Docker, or what it found already there.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error(transparent)]
+    Swarm(#[from] SwarmError),
+    #[error(transparent)]
+    Volume(#[from] VolumeRefusal),
+    #[error(transparent)]
+    Network(#[from] NetworkRefusal),
+}
+
+/// Which existing named volumes a task may mount ([`crate::existing`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct VolumeRules<'a> {
+    /// The driver options a task may create a volume with.
+    pub(crate) allowed: &'a VolumeOptions,
+    /// The volumes the operator vouches for.
+    pub(crate) trusted: &'a TrustedVolumes,
 }
 
 /// The agent's networks, secrets and configs: launches and collections,
@@ -52,10 +74,11 @@ impl Objects {
         node_id: &str,
         agent_id: &str,
         plans: &[TaskPlan],
+        volumes: VolumeRules<'_>,
     ) -> Result<(), LaunchFailure> {
         let result = {
             let _order = self.order.lock().await;
-            launch_group(swarm, node_id, agent_id, plans).await
+            launch_group(swarm, node_id, agent_id, plans, volumes).await
         };
         if result.is_err() {
             self.collect_later();
@@ -86,6 +109,50 @@ impl Objects {
     }
 }
 
+/// Checks the named volumes of `plans` that exist on the node, before
+/// anything is created.
+async fn check_volumes<S: Swarm>(
+    swarm: &S,
+    node_id: &str,
+    plans: &[TaskPlan],
+    rules: VolumeRules<'_>,
+) -> Result<(), LaunchFailure> {
+    let mut checked = HashSet::new();
+    for plan in plans {
+        let fail = |source: LaunchError| LaunchFailure { task_id: plan.task_id.value.clone(), source };
+        for mount in &plan.mounts {
+            let MountPlan::Volume { name, .. } = mount else { continue };
+            if !checked.insert(name.as_str()) {
+                continue;
+            }
+            let found = if rules.trusted.contains(name) {
+                VolumeLookup::Absent
+            } else {
+                swarm.volume(name).await.map_err(|e| fail(e.into()))?
+            };
+            check_volume(name, node_id, &found, rules.allowed, rules.trusted).map_err(|e| fail(e.into()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Makes the job's overlay unless it exists, and joins an existing one
+/// only if the agents made it for the same job. Another node's agent may be
+/// making it this very moment: then its network is checked instead.
+async fn ensure_network<S: Swarm>(swarm: &S, network: &NetworkPlan, agent_id: &str) -> Result<(), LaunchError> {
+    // A network found after a conflict may be collected by its maker before
+    // it is listed; a few rounds settle it.
+    for _ in 0..3 {
+        if let Some(existing) = swarm.network(&network.name).await? {
+            return Ok(check_network(&existing, &network.owner)?);
+        }
+        if swarm.create_network(spec::network_request(network, agent_id)).await? {
+            return Ok(());
+        }
+    }
+    Err(SwarmError::NetworkVanished { name: network.name.clone() }.into())
+}
+
 /// Creates every object and service of `plans`. On failure, removes the
 /// services it created, so the group leaves nothing running; the caller then
 /// collects the garbage.
@@ -94,15 +161,18 @@ async fn launch_group<S: Swarm>(
     node_id: &str,
     agent_id: &str,
     plans: &[TaskPlan],
+    volumes: VolumeRules<'_>,
 ) -> Result<(), LaunchFailure> {
+    check_volumes(swarm, node_id, plans, volumes).await?;
     let mut created: Vec<&str> = Vec::new();
     let result = async {
         let mut networks = HashSet::new();
         for plan in plans {
-            let fail = |source| LaunchFailure { task_id: plan.task_id.value.clone(), source };
+            let fail = |source: LaunchError| LaunchFailure { task_id: plan.task_id.value.clone(), source };
+            let swarm_fail = |source: SwarmError| fail(source.into());
             for network in &plan.networks {
-                if networks.insert(network.name.clone()) {
-                    swarm.ensure_network(spec::network_request(network, agent_id)).await.map_err(fail)?;
+                if networks.insert((&network.name, &network.owner)) {
+                    ensure_network(swarm, network, agent_id).await.map_err(fail)?;
                 }
             }
             let mut ids = ObjectIds::new();
@@ -111,7 +181,7 @@ async fn launch_group<S: Swarm>(
                     FileKind::Secret => swarm.ensure_secret(spec::secret_spec(file, agent_id)).await,
                     FileKind::Config => swarm.ensure_config(spec::config_spec(file, agent_id)).await,
                 }
-                .map_err(fail)?;
+                .map_err(swarm_fail)?;
                 ids.insert(file.object_name.clone(), id);
             }
             let spec = spec::service_spec(plan, node_id, &ids);
@@ -128,10 +198,10 @@ async fn launch_group<S: Swarm>(
                         attempts += 1;
                         tracing::info!(service = %plan.service_name, error = %e, "the job's network went meanwhile; making it again");
                         for network in &plan.networks {
-                            swarm.ensure_network(spec::network_request(network, agent_id)).await.map_err(fail)?;
+                            ensure_network(swarm, network, agent_id).await.map_err(fail)?;
                         }
                     }
-                    Err(e) => return Err(fail(e)),
+                    Err(e) => return Err(swarm_fail(e)),
                 }
             }
             created.push(&plan.service_name);
@@ -208,7 +278,13 @@ mod tests {
     use std::task::Poll;
 
     fn plan(name: &str) -> TaskPlan {
+        plan_with(name, |_| {})
+    }
+
+    /// A task of job `uid-1` on network `net`, changed by `tweak` before planning.
+    fn plan_with(name: &str, tweak: impl FnOnce(&mut TaskInfo)) -> TaskPlan {
         let mut t = TaskInfo::new(name, name, &AgentId::new("A"));
+        t.labels = Some(mpiswarm_mesos::Labels::from_pairs([("mpiswarm.io/job-uid", "uid-1")]));
         t.command = Some(CommandInfo::shell("true"));
         let mut c = ContainerInfo::docker("img");
         c.network_infos = vec![NetworkInfo { name: Some("net".into()), ..NetworkInfo::default() }];
@@ -220,6 +296,7 @@ mod tests {
             cache: None,
             output_file: Some("/etc/mpi/hostfile".into()),
         }];
+        tweak(&mut t);
         let fw = FrameworkId::new("F");
         TaskPlan::from_task_info(
             &t,
@@ -235,11 +312,19 @@ mod tests {
         .unwrap()
     }
 
+    fn no_volume_rules() -> (VolumeOptions, TrustedVolumes) {
+        (VolumeOptions::none(), TrustedVolumes::default())
+    }
+
+    fn rules<'a>((allowed, trusted): &'a (VolumeOptions, TrustedVolumes)) -> VolumeRules<'a> {
+        VolumeRules { allowed, trusted }
+    }
+
     #[tokio::test]
     async fn a_group_whose_second_service_fails_leaves_nothing_after_collection() {
         let plans = vec![plan("a"), plan("b")];
         let swarm = FakeSwarm { refuse_service: Some(plans[1].service_name.clone()), ..Default::default() };
-        let err = launch_group(&swarm, "node", "A", &plans).await.unwrap_err();
+        let err = launch_group(&swarm, "node", "A", &plans, rules(&no_volume_rules())).await.unwrap_err();
         assert_eq!(err.task_id, "b");
         assert!(swarm.names().iter().all(|(k, _)| k != "service"), "{:?}", swarm.names());
         collect_garbage(&swarm, "A").await.unwrap();
@@ -250,7 +335,7 @@ mod tests {
     async fn collection_keeps_what_a_live_service_references() {
         let plans = vec![plan("a"), plan("b")];
         let swarm = FakeSwarm::default();
-        launch_group(&swarm, "node", "A", &plans).await.unwrap();
+        launch_group(&swarm, "node", "A", &plans, rules(&no_volume_rules())).await.unwrap();
         swarm.remove_service(&plans[0].service_name).await.unwrap();
         collect_garbage(&swarm, "A").await.unwrap();
         let left = swarm.names();
@@ -272,7 +357,7 @@ mod tests {
         let network = ("network".to_owned(), "net".to_owned());
         let launch = {
             let (swarm, objects, plans) = (Arc::clone(&swarm), Arc::clone(&objects), plans.clone());
-            tokio::spawn(async move { objects.launch(&*swarm, "node", "A", &plans).await })
+            tokio::spawn(async move { objects.launch(&*swarm, "node", "A", &plans, rules(&no_volume_rules())).await })
         };
         // The launch made the network and the config and is creating the
         // service: until it exists, nothing references them.
@@ -294,5 +379,74 @@ mod tests {
         assert!(left.contains(&network) && left.contains(&config), "the launched task lost its objects: {left:?}");
         assert!(left.contains(&("service".to_owned(), plans[0].service_name.clone())), "{left:?}");
         assert!(!objects.due(), "nothing is left to collect");
+    }
+
+    fn with_volume(name: &str, volume: &str) -> TaskPlan {
+        plan_with(name, |t| {
+            let v = serde_json::json!({"container_path": "/data", "mode": "RW",
+                "source": {"type": "DOCKER_VOLUME", "docker_volume": {"name": volume}}});
+            t.container.as_mut().unwrap().volumes.push(serde_json::from_value(v).unwrap());
+        })
+    }
+
+    fn bind_volume() -> VolumeLookup {
+        VolumeLookup::Found(crate::existing::ExistingVolume {
+            driver: "local".into(),
+            options: [("type", "none"), ("o", "bind"), ("device", "/tmp/x")]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+        })
+    }
+
+    #[tokio::test]
+    async fn an_existing_volume_that_binds_a_node_path_stops_the_group_before_anything_is_made() {
+        let plans = vec![plan("a"), with_volume("b", "rootfs")];
+        let swarm = FakeSwarm { volumes: [("rootfs".to_owned(), bind_volume())].into(), ..Default::default() };
+        let err = launch_group(&swarm, "node-1", "A", &plans, rules(&no_volume_rules())).await.unwrap_err();
+        assert_eq!(err.task_id, "b");
+        assert!(matches!(err.source, LaunchError::Volume(VolumeRefusal::Unsafe { .. })), "{err}");
+        let text = err.to_string();
+        assert!(text.contains("volume 'rootfs' already exists on node node-1") && text.contains("o=bind"), "{text}");
+        assert!(swarm.names().is_empty(), "nothing is made for a refused group: {:?}", swarm.names());
+
+        // The operator vouches for it by name: mounted as it is.
+        let vouched = (VolumeOptions::none(), TrustedVolumes::new(["rootfs".to_owned()]));
+        launch_group(&swarm, "node-1", "A", &plans, rules(&vouched)).await.unwrap();
+        // A volume the agent cannot see on its node is not mounted blind.
+        let blind = FakeSwarm { volumes: [("v".to_owned(), VolumeLookup::Unseen)].into(), ..Default::default() };
+        let err =
+            launch_group(&blind, "node-2", "A", &[with_volume("c", "v")], rules(&no_volume_rules())).await.unwrap_err();
+        assert!(matches!(err.source, LaunchError::Volume(VolumeRefusal::Unseen { .. })), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_task_joins_the_network_its_job_made_and_no_other() {
+        let swarm = FakeSwarm::default();
+        launch_group(&swarm, "node", "A", &[plan("a")], rules(&no_volume_rules())).await.unwrap();
+        // Another agent's task of the same job joins the network the first made.
+        launch_group(&swarm, "node", "B", &[plan("b")], rules(&no_volume_rules())).await.unwrap();
+        let other_job = plan_with("c", |t| {
+            t.labels = Some(mpiswarm_mesos::Labels::from_pairs([("mpiswarm.io/job-uid", "uid-2")]));
+        });
+        let err = launch_group(&swarm, "node", "A", &[other_job], rules(&no_volume_rules())).await.unwrap_err();
+        assert!(matches!(err.source, LaunchError::Network(NetworkRefusal::OtherJob { .. })), "{err}");
+        assert!(err.to_string().contains("belongs to another job (framework 'F', job uid 'uid-1')"), "{err}");
+        assert!(!swarm.names().contains(&("service".to_owned(), "c".to_owned())));
+
+        // An overlay someone else made under the name a task asks for.
+        let foreign = FakeSwarm::default();
+        foreign.networks.lock().unwrap().insert(
+            "net".into(),
+            crate::existing::ExistingNetwork {
+                name: "net".into(),
+                driver: "overlay".into(),
+                scope: "swarm".into(),
+                labels: Default::default(),
+            },
+        );
+        let err = launch_group(&foreign, "node", "A", &[plan("d")], rules(&no_volume_rules())).await.unwrap_err();
+        assert!(matches!(err.source, LaunchError::Network(NetworkRefusal::NotMpiswarm { .. })), "{err}");
+        assert!(foreign.names().is_empty(), "{:?}", foreign.names());
     }
 }

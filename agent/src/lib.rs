@@ -5,6 +5,8 @@
 //!
 //! - [`plan`]: TaskInfo -> a checked, Docker-free [`plan::TaskPlan`] (all refusals);
 //! - [`mounts`]: Mesos volumes -> named volumes, allowed host paths, tmpfs;
+//! - [`existing`]: whether a task may use a volume or network found
+//!   already there under the name it asks for;
 //! - [`spec`]: plan -> Swarm service, network, secret and config specs;
 //! - [`swarm`]: the Docker operations used, as a trait, over bollard;
 //! - [`observe`]: Swarm task state -> Mesos task state;
@@ -34,6 +36,7 @@
 
 pub mod agent;
 pub mod events;
+pub mod existing;
 #[cfg(test)]
 mod fake_swarm;
 pub mod files;

@@ -11,7 +11,7 @@ use mpiswarm_mesos::{
 };
 
 use crate::agent::Agent;
-use crate::launch::LaunchFailure;
+use crate::launch::{LaunchFailure, VolumeRules};
 use crate::observe::Observed;
 use crate::output::Owner;
 use crate::plan::{self, LaunchContext, TaskPlan};
@@ -91,7 +91,8 @@ impl<S: Swarm + 'static> Agent<S> {
                 return;
             }
         }
-        let result = self.objects.launch(&*self.swarm, &self.node_id, &agent_id.value, &plans).await;
+        let volumes = VolumeRules { allowed: &self.config.volume_options, trusted: &self.config.trusted_volumes };
+        let result = self.objects.launch(&*self.swarm, &self.node_id, &agent_id.value, &plans, volumes).await;
         match result {
             Ok(()) => {
                 for (plan, task) in plans.iter().zip(&tasks) {

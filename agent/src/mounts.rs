@@ -132,7 +132,7 @@ pub enum MountError {
 pub const TMPFS_DRIVER: &str = "tmpfs";
 
 /// The driver Docker uses when a volume names none.
-const LOCAL_DRIVER: &str = "local";
+pub(crate) const LOCAL_DRIVER: &str = "local";
 
 /// Which volume driver options a task may pass (`--allow-volume-option
 /// DRIVER:KEY`); none by default.
@@ -163,21 +163,27 @@ impl VolumeOptions {
 
     /// Whether a volume of `driver` may carry `options`, else why not.
     fn check(&self, target: &str, driver: &str, options: &[(String, String)]) -> Result<(), MountError> {
-        let refused = |rule: String| MountError::VolumeOption { target: target.to_owned(), rule };
+        self.rule(driver, options).map_err(|rule| MountError::VolumeOption { target: target.to_owned(), rule })
+    }
+
+    /// The rule a volume of `driver` with `options` breaks, if any: the one
+    /// test of a volume a task asks to create and of one found on the node
+    /// ([`crate::existing`]).
+    pub(crate) fn rule(&self, driver: &str, options: &[(String, String)]) -> Result<(), String> {
         // Docker keeps the last of a repeated key; a check that read the
         // first would pass `o=uid=1` and then bind with `o=bind`.
         let mut seen = std::collections::BTreeSet::new();
         if let Some((key, _)) = options.iter().find(|(key, _)| !seen.insert(key.as_str())) {
-            return Err(refused(format!("driver option '{key}' is given twice; give each option once")));
+            return Err(format!("driver option '{key}' is given twice; give each option once"));
         }
         if driver == LOCAL_DRIVER {
-            local_mount(options).map_err(refused)?;
+            local_mount(options)?;
         }
         match options.iter().find(|(key, _)| !self.allowed.contains(&(driver.to_owned(), key.clone()))) {
             None => Ok(()),
-            Some((key, _)) => Err(refused(format!(
+            Some((key, _)) => Err(format!(
                 "driver option '{key}' of driver '{driver}' is not allowed on this agent (its operator may allow it with --allow-volume-option {driver}:{key})"
-            ))),
+            )),
         }
     }
 }

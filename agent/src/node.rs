@@ -84,6 +84,13 @@ pub async fn connect(url: Option<&str>) -> Result<Docker, NodeError> {
     docker.negotiate_version().await.map_err(connect_err)
 }
 
+/// The swarm node id of an engine, a worker's too (empty in no swarm);
+/// nothing is initialised or joined.
+pub async fn swarm_node_id(docker: &Docker) -> Result<String, NodeError> {
+    let info = docker.info().await.map_err(|source| NodeError::Docker { operation: "info", source })?;
+    Ok(info.swarm.and_then(|s| s.node_id).unwrap_or_default())
+}
+
 /// The swarm node id of this engine, initialising a single-node swarm
 /// (advertised and listening on loopback only) if the engine is in none.
 pub async fn ensure_swarm(docker: &Docker) -> Result<String, NodeError> {

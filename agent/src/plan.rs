@@ -13,6 +13,7 @@ use base64::Engine as _;
 use mpiswarm_mesos::task::{ContainerType, DockerNetwork, VolumeMode};
 use mpiswarm_mesos::{ExecutorId, FrameworkId, TaskId, TaskInfo};
 
+use crate::existing::NetworkOwner;
 use crate::labels;
 use crate::mounts::{HostPaths, MountError, MountPlan, VolumeOptions, mounts};
 
@@ -152,6 +153,8 @@ pub struct TaskPlan {
 pub struct NetworkPlan {
     pub name: String,
     pub driver: String,
+    /// The job it is for: the only one whose tasks may join it.
+    pub owner: NetworkOwner,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,7 +221,7 @@ impl TaskPlan {
         let (cpus, mem_mib) = resources(task).map_err(invalid)?;
         let (command, args) = command_line(task);
         let env = environment(task).map_err(invalid)?;
-        let networks = networks(task).map_err(invalid)?;
+        let networks = networks(task, ctx.framework_id).map_err(invalid)?;
         let hostname = match &container.hostname {
             Some(h) => {
                 if !is_dns_label(h) {
@@ -335,8 +338,12 @@ fn environment(task: &TaskInfo) -> Result<Vec<String>, Refusal> {
     .collect()
 }
 
-fn networks(task: &TaskInfo) -> Result<Vec<NetworkPlan>, Refusal> {
+fn networks(task: &TaskInfo, framework_id: &FrameworkId) -> Result<Vec<NetworkPlan>, Refusal> {
     let infos = task.container.iter().flat_map(|c| c.network_infos.iter());
+    let owner = NetworkOwner {
+        framework_id: framework_id.value.clone(),
+        job_uid: task.labels.as_ref().and_then(|l| l.get(labels::JOB_UID)).map(str::to_owned),
+    };
     let mut out: Vec<NetworkPlan> = Vec::new();
     for info in infos {
         let name = info.name.as_deref().unwrap_or("");
@@ -348,7 +355,7 @@ fn networks(task: &TaskInfo) -> Result<Vec<NetworkPlan>, Refusal> {
             return Err(Refusal::NetworkDriver { network: name.to_owned(), driver: driver.to_owned() });
         }
         if !out.iter().any(|n| n.name == name) {
-            out.push(NetworkPlan { name: name.to_owned(), driver: driver.to_owned() });
+            out.push(NetworkPlan { name: name.to_owned(), driver: driver.to_owned(), owner: owner.clone() });
         }
     }
     Ok(out)

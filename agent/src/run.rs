@@ -94,6 +94,18 @@ pub struct AgentArgs {
     /// driver options are refused; the local driver never binds a host path.
     #[arg(long = "allow-volume-option", env = "MPISWARM_AGENT_ALLOW_VOLUME_OPTIONS", value_delimiter = ',')]
     pub allow_volume_options: Vec<String>,
+    /// An existing named volume tasks may mount as it is, uninspected (the
+    /// operator vouches for how it was made); repeatable (in the
+    /// environment: separated by commas). Any other existing volume is
+    /// mounted only if a task could have created it so.
+    #[arg(long = "allow-existing-volume", env = "MPISWARM_AGENT_ALLOW_EXISTING_VOLUMES", value_delimiter = ',')]
+    pub allow_existing_volumes: Vec<String>,
+    /// The served node's own Docker engine, when --docker is another node's
+    /// (a manager's): the agent inspects named volumes there, which only the
+    /// node's engine sees. Without it such an agent mounts no existing
+    /// volume it was not told to trust (--allow-existing-volume).
+    #[arg(long, env = "MPISWARM_AGENT_NODE_DOCKER")]
+    pub node_docker: Option<String>,
     /// `--principal` with `--secret-file`, or `--credential`, declared with
     /// `mpiswarm logs`' in `mpiswarm_mesos`.
     #[command(flatten)]
@@ -137,6 +149,10 @@ pub enum AgentError {
     Credential(#[from] mpiswarm_mesos::credential::CredentialError),
     #[error(transparent)]
     Tls(#[from] mpiswarm_mesos::tls::TlsError),
+    #[error(
+        "--node-docker {url} is the engine of swarm node {engine_node}, not of the served node {node_id}; give the served node's own engine"
+    )]
+    NodeDocker { url: String, engine_node: String, node_id: String },
 }
 
 fn seconds(flag: &'static str, value: f64) -> Result<Duration, AgentError> {
@@ -161,6 +177,7 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let docker = node::connect(args.docker.as_deref()).await?;
     let own = node::ensure_swarm(&docker).await?;
     let (node_id, facts) = node::facts(&docker, args.node.as_deref().unwrap_or(&own)).await?;
+    let node_engine = node_engine(&docker, &own, &node_id, args.node_docker.as_deref()).await?;
     let resources = node::resources(&facts, args.resources.as_deref())?;
     let attributes = node::attributes(&facts, &node_id, args.attributes.as_deref())?;
     let hostname = args.hostname.clone().unwrap_or_else(|| facts.hostname.clone());
@@ -171,12 +188,18 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
         output_retention,
         host_paths,
         volume_options,
+        trusted_volumes: crate::existing::TrustedVolumes::new(args.allow_existing_volumes.iter().cloned()),
         node_check,
         ..AgentConfig::default()
     };
     let (spawner, failures) = watchdog();
-    let (agent, outbox) =
-        Agent::new(DockerSwarm { docker: docker.clone() }, node_id.clone(), store, config, spawner.clone())?;
+    let (agent, outbox) = Agent::new(
+        DockerSwarm { docker: docker.clone(), node_engine },
+        node_id.clone(),
+        store,
+        config,
+        spawner.clone(),
+    )?;
     agent.name_node(&facts.hostname);
     tracing::info!(%node_id, %hostname, agent_id = ?agent.agent_id(), master = %args.master.url, "agent starting");
 
@@ -227,6 +250,33 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
         Err(e) => tracing::error!(error = %e, "stopping"),
     }
     ended
+}
+
+/// The served node's own engine, where its named volumes are seen: the
+/// `--docker` engine when that is the node's (`own` is its node id), else
+/// `--node-docker`, which must be the node's; else none.
+async fn node_engine(
+    docker: &bollard::Docker,
+    own: &str,
+    node_id: &str,
+    node_docker: Option<&str>,
+) -> Result<Option<bollard::Docker>, AgentError> {
+    if let Some(url) = node_docker {
+        let engine = node::connect(Some(url)).await?;
+        let engine_node = node::swarm_node_id(&engine).await?;
+        if engine_node != node_id {
+            return Err(AgentError::NodeDocker { url: url.to_owned(), engine_node, node_id: node_id.to_owned() });
+        }
+        return Ok(Some(engine));
+    }
+    if own == node_id {
+        return Ok(Some(docker.clone()));
+    }
+    tracing::warn!(
+        %node_id,
+        "the agent serves another node than its --docker engine's and has no --node-docker: it cannot inspect that node's volumes, so tasks mount only the named volumes of --allow-existing-volume"
+    );
+    Ok(None)
 }
 
 /// What the agent needs to talk safely: its credential for the master, the

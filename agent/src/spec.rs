@@ -143,13 +143,16 @@ pub fn service_spec(plan: &TaskPlan, node_id: &str, ids: &ObjectIds) -> ServiceS
     }
 }
 
-/// The attachable overlay for a task's network, owned by this agent.
+/// The attachable overlay for a task's network, collected by this agent
+/// and labelled with the job it is for ([`crate::existing::check_network`]).
 pub fn network_request(network: &NetworkPlan, agent_id: &str) -> NetworkCreateRequest {
+    let mut labels = owner_labels(agent_id);
+    labels.extend(network.owner.labels());
     NetworkCreateRequest {
         name: network.name.clone(),
         driver: Some(network.driver.clone()),
         attachable: Some(true),
-        labels: Some(owner_labels(agent_id)),
+        labels: Some(labels),
         ..Default::default()
     }
 }
@@ -268,6 +271,17 @@ mod tests {
         ] {
             assert_eq!(labels.get(k).map(String::as_str), Some(v), "{k}");
         }
+        let network = network_request(&plan.networks[0], "A1");
+        let owned: HashMap<String, String> = [
+            ("mpiswarm.io/managed-by", "mpiswarm-agent"),
+            ("mpiswarm.io/agent-id", "A1"),
+            ("mpiswarm.io/framework-id", "F1"),
+            ("mpiswarm.io/job-uid", "u-1"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        assert_eq!(network.labels, Some(owned), "the network says whose job it is for");
         let secret = &c.secrets.unwrap()[0];
         assert_eq!(secret.secret_id.as_deref(), Some("sec-id"));
         let file = secret.file.as_ref().unwrap();

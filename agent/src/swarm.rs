@@ -16,6 +16,7 @@ use bollard::query_parameters::{
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
+use crate::existing::{ExistingNetwork, ExistingVolume, VolumeLookup};
 use crate::labels;
 use crate::sandbox::Stream;
 
@@ -28,9 +29,9 @@ pub enum SwarmError {
         source: bollard::errors::Error,
     },
     #[error(
-        "network '{name}' exists with driver '{driver}' (scope '{scope}'); a task needs an attachable swarm overlay"
+        "network '{name}' could not be created (Docker says one of that name exists) yet is not listed; launch again"
     )]
-    NetworkConflict { name: String, driver: String, scope: String },
+    NetworkVanished { name: String },
 }
 
 impl SwarmError {
@@ -67,8 +68,14 @@ pub struct Owned {
 }
 
 pub trait Swarm: Send + Sync {
-    /// Creates the attachable overlay `request.name` unless it exists.
-    fn ensure_network(&self, request: NetworkCreateRequest) -> impl Future<Output = Result<(), SwarmError>> + Send;
+    /// The network named exactly `name`, as the manager lists it.
+    fn network(&self, name: &str) -> impl Future<Output = Result<Option<ExistingNetwork>, SwarmError>> + Send;
+    /// Creates the network; `false` if one of that name appeared meanwhile
+    /// (made by a sibling launch or another node's agent).
+    fn create_network(&self, request: NetworkCreateRequest) -> impl Future<Output = Result<bool, SwarmError>> + Send;
+    /// The named volume `name` on the served node, as that node's engine
+    /// reports it ([`VolumeLookup::Unseen`] without one).
+    fn volume(&self, name: &str) -> impl Future<Output = Result<VolumeLookup, SwarmError>> + Send;
     /// Creates the secret unless one of that name exists; returns its id.
     fn ensure_secret(&self, spec: SecretSpec) -> impl Future<Output = Result<String, SwarmError>> + Send;
     /// Creates the config unless one of that name exists; returns its id.
@@ -116,7 +123,12 @@ pub fn parse_log_line(stream: Stream, raw: &[u8]) -> Option<LogLine> {
 /// The Docker engine over bollard.
 #[derive(Clone)]
 pub struct DockerSwarm {
+    /// A swarm manager's engine: services, networks, secrets, configs, tasks.
     pub docker: Docker,
+    /// The served node's own engine, for what lives on the node alone (named
+    /// volumes): `docker` itself when it is that node's, else the
+    /// `--node-docker` engine, if any.
+    pub node_engine: Option<Docker>,
 }
 
 fn is_status(e: &bollard::errors::Error, code: u16) -> bool {
@@ -207,29 +219,38 @@ impl DockerSwarm {
 }
 
 impl Swarm for DockerSwarm {
-    async fn ensure_network(&self, request: NetworkCreateRequest) -> Result<(), SwarmError> {
-        let name = request.name.clone();
-        let existing = self
+    async fn network(&self, name: &str) -> Result<Option<ExistingNetwork>, SwarmError> {
+        let listed = self
             .docker
-            .list_networks(Some(ListNetworksOptions { filters: name_filter(&name) }))
+            .list_networks(Some(ListNetworksOptions { filters: name_filter(name) }))
             .await
             .map_err(SwarmError::docker(format!("list networks named {name}")))?;
         // The name filter matches substrings; only an exact match counts.
-        if let Some(n) = existing.into_iter().find(|n| n.name.as_deref() == Some(name.as_str())) {
-            let driver = n.driver.unwrap_or_default();
-            let scope = n.scope.unwrap_or_default();
-            // A swarm network another node's agent is creating this moment
-            // is listed by the manager before its driver is filled in.
-            if (driver != "overlay" && !driver.is_empty()) || scope != "swarm" {
-                return Err(SwarmError::NetworkConflict { name, driver, scope });
-            }
-            return Ok(());
-        }
+        Ok(listed.into_iter().find(|n| n.name.as_deref() == Some(name)).map(|n| ExistingNetwork {
+            name: name.to_owned(),
+            driver: n.driver.unwrap_or_default(),
+            scope: n.scope.unwrap_or_default(),
+            labels: n.labels.unwrap_or_default(),
+        }))
+    }
+
+    async fn create_network(&self, request: NetworkCreateRequest) -> Result<bool, SwarmError> {
+        let name = request.name.clone();
         match self.docker.create_network(request).await {
-            Ok(_) => Ok(()),
-            // Created concurrently by a sibling launch or another node's agent.
-            Err(e) if is_conflict(&e) => Ok(()),
+            Ok(_) => Ok(true),
+            Err(e) if is_conflict(&e) => Ok(false),
             Err(e) => Err(SwarmError::docker(format!("create network {name}"))(e)),
+        }
+    }
+
+    async fn volume(&self, name: &str) -> Result<VolumeLookup, SwarmError> {
+        let Some(engine) = &self.node_engine else { return Ok(VolumeLookup::Unseen) };
+        match engine.inspect_volume(name).await {
+            Ok(v) => {
+                Ok(VolumeLookup::Found(ExistingVolume { driver: v.driver, options: v.options.into_iter().collect() }))
+            }
+            Err(e) if is_status(&e, 404) => Ok(VolumeLookup::Absent),
+            Err(e) => Err(SwarmError::docker(format!("inspect volume {name}"))(e)),
         }
     }
 

@@ -149,6 +149,9 @@ pub async fn agent_commands(
             docker.clone(),
             "--node".into(),
             node.hostname.clone(),
+            // The node's own engine, where its named volumes are inspected.
+            "--node-docker".into(),
+            format!("unix://{}", text(&node.socket(dir))?),
             "--data-dir".into(),
             text(&dir.join("agents").join(&node.hostname))?,
             "--listen".into(),

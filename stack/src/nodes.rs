@@ -114,6 +114,14 @@ fn socket_dir(dir: &Path, node: &Node) -> PathBuf {
     dir.join("nodes").join(&node.hostname)
 }
 
+impl Node {
+    /// The node's own engine socket on the host (for its agent's
+    /// `--node-docker`: named volumes are the node's alone).
+    pub fn socket(&self, dir: &Path) -> PathBuf {
+        socket_dir(dir, self).join("docker.sock")
+    }
+}
+
 /// Checks the flags before anything is made: a cap above the machine's
 /// cores would let Swarm refuse every reservation later, so it is refused
 /// now, naming the limit.
@@ -178,7 +186,7 @@ pub async fn ensure(dir: &Path, args: &NodesArgs, image: &str) -> Result<Cluster
     }
     load_images(&nodes).await?;
     let manager = nodes.first().ok_or(StackError::NoNodes)?;
-    Ok(Cluster { manager_socket: socket_dir(dir, manager).join("docker.sock"), nodes, file })
+    Ok(Cluster { manager_socket: manager.socket(dir), nodes, file })
 }
 
 fn labels(dir: &Path) -> Result<Vec<String>> {

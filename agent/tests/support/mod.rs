@@ -79,8 +79,14 @@ async fn restart_with(data_dir: tempfile::TempDir, tweak: impl FnOnce(&mut Agent
     let (spawner, failures) = mpiswarm_agent::watchdog::watchdog();
     let (panicked_tx, panicked) = tokio::sync::watch::channel(None);
     tokio::spawn(async move { panicked_tx.send_replace(Some(failures.first().await.to_string())) });
-    let (agent, statuses) =
-        Agent::new(DockerSwarm { docker: docker.clone() }, node_id, store, config, spawner.clone()).unwrap();
+    let (agent, statuses) = Agent::new(
+        DockerSwarm { docker: docker.clone(), node_engine: Some(docker.clone()) },
+        node_id,
+        store,
+        config,
+        spawner.clone(),
+    )
+    .unwrap();
     let supervisor =
         mpiswarm_agent::run::supervise(Arc::clone(&agent), docker.clone(), Duration::from_millis(500), &spawner);
     Harness {
