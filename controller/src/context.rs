@@ -51,6 +51,9 @@ pub struct Settings {
     /// How long the driver waits for the reconciler to write a placed
     /// gang's status (then the gang goes back to the queue unlaunched).
     pub status_write_wait: std::time::Duration,
+    /// The Docker volume names every namespace shares (`--shared-volume`);
+    /// any other is its namespace's own ([`crate::volumes`]).
+    pub shared_volumes: crate::volumes::SharedVolumes,
 }
 
 impl Default for Settings {
@@ -66,6 +69,7 @@ impl Default for Settings {
             master_ca: None,
             teardown_wait: std::time::Duration::from_secs(20),
             status_write_wait: std::time::Duration::from_secs(30),
+            shared_volumes: crate::volumes::SharedVolumes::default(),
         }
     }
 }

@@ -391,6 +391,7 @@ impl Session<'_> {
             (&known, epoch),
             &ctx.books.quota_limits(),
             RoundOptions { now, backfill: ctx.settings.backfill },
+            &ctx.settings.shared_volumes,
         );
         self.log_round(&outcome.log);
         drop(entered);

@@ -22,6 +22,7 @@ use mpiswarm_mesos::{
 use mpiswarm_policy::{Placement, Resources};
 
 use crate::names::{self, BOOTSTRAP_PATH, HOSTFILE_PATH, SSH_KEY_PATH, TaskName, TaskRole};
+use crate::volumes::SharedVolumes;
 
 /// The rank bootstrap (SSH key set-up, sshd for workers, waiting for the
 /// workers then `mpirun` for the launcher). Its one home is
@@ -59,6 +60,9 @@ pub struct Gang<'a> {
     pub ssh_private_key: &'a [u8],
     /// Agents whose offers account network bandwidth; only they get a `network` resource.
     pub network_accounted: &'a BTreeSet<String>,
+    /// Which `dockerVolume` names are shared by every namespace; the others
+    /// are the job's namespace's own.
+    pub shared_volumes: &'a SharedVolumes,
 }
 
 /// What one agent is asked to run.
@@ -204,7 +208,7 @@ impl Gang<'_> {
         container.network_infos =
             vec![NetworkInfo { name: Some(names::network(&self.job.uid, self.generation)), ..NetworkInfo::default() }];
         container.volumes = vec![secret_file(SSH_KEY_PATH, self.ssh_private_key)];
-        container.volumes.extend(self.spec.volumes.iter().map(mount));
+        container.volumes.extend(self.spec.volumes.iter().map(|v| self.mount(v)));
         task.container = Some(container);
         task.kill_policy =
             Some(KillPolicy { grace_period: Some(DurationInfo { nanoseconds: KILL_GRACE_SECONDS * 1_000_000_000 }) });
@@ -219,6 +223,10 @@ impl Gang<'_> {
         let users = self.job.labels.iter().filter(|(k, _)| !own.iter().any(|(o, _)| o == k));
         task.labels = Some(Labels::from_pairs(users.map(|(k, v)| (k.as_str(), v.as_str())).chain(own)));
         task
+    }
+
+    fn mount(&self, v: &mpiswarm_crds::Volume) -> Volume {
+        mount(v, &self.job.namespace, self.shared_volumes)
     }
 
     fn environment(&self, role: TaskRole) -> Vec<EnvironmentVariable> {
@@ -262,11 +270,12 @@ fn secret_file(path: &str, data: &[u8]) -> Volume {
 }
 
 /// A `spec.volumes` entry as the Mesos `Volume` the agent maps to a Swarm
-/// mount (agent/README.md, "Data in and out").
-fn mount(v: &mpiswarm_crds::Volume) -> Volume {
+/// mount (agent/README.md, "Data in and out"); a named volume is the job's
+/// namespace's own unless shared ([`crate::volumes`]).
+fn mount(v: &mpiswarm_crds::Volume, namespace: &str, shared: &SharedVolumes) -> Volume {
     let mode = if v.read_only { VolumeMode::Ro } else { VolumeMode::Rw };
     let source = if let Some(d) = &v.docker_volume {
-        let mut docker = serde_json::json!({"name": d.name});
+        let mut docker = serde_json::json!({"name": shared.docker_name(namespace, &d.name)});
         if let Some(driver) = &d.driver {
             docker["driver"] = driver.clone().into();
         }
@@ -325,11 +334,17 @@ mod tests {
         placement: Placement,
         id: JobIdentity,
         none: BTreeSet<String>,
+        shared: SharedVolumes,
     }
 
     impl Fixture {
         fn new(ranks: u32) -> Self {
-            Self { placement: two_node_placement(ranks), id: identity(), none: BTreeSet::new() }
+            Self {
+                placement: two_node_placement(ranks),
+                id: identity(),
+                none: BTreeSet::new(),
+                shared: SharedVolumes::default(),
+            }
         }
 
         fn gang<'a>(&'a self, spec: &'a MpiJobSpec) -> Gang<'a> {
@@ -341,6 +356,7 @@ mod tests {
                 placement: &self.placement,
                 ssh_private_key: b"KEY",
                 network_accounted: &self.none,
+                shared_volumes: &self.shared,
             }
         }
     }
@@ -368,6 +384,7 @@ mod tests {
             placement: &placement,
             ssh_private_key: b"KEY",
             network_accounted: &none,
+            shared_volumes: &SharedVolumes::default(),
         };
         let launches = gang.launches();
         assert_eq!(launches.len(), 2);
@@ -412,7 +429,7 @@ mod tests {
                 let vols = &task.container.as_ref().unwrap().volumes;
                 assert_eq!(vols.len(), 4, "the SSH key and the three volumes");
                 let json = serde_json::to_value(&vols[1..]).unwrap();
-                assert_eq!(json[0]["source"]["docker_volume"]["name"], "pi-results");
+                assert_eq!(json[0]["source"]["docker_volume"]["name"], "default.pi-results", "the namespace's own");
                 assert_eq!(json[0]["mode"], "RW");
                 assert_eq!(json[1]["source"]["host_path"]["path"], "/srv/in");
                 assert_eq!(json[1]["mode"], "RO");
@@ -420,6 +437,30 @@ mod tests {
                 assert_eq!(json[2]["source"]["docker_volume"]["driver_options"]["parameter"][0]["value"], "67108864");
             }
         }
+    }
+
+    #[test]
+    fn a_named_volume_is_the_namespaces_own_unless_the_operator_shares_it() {
+        let spec = spec(
+            "  image: img:1\n  command: [prog]\n  ranks: 2\n  volumes:\n    - {name: results, mountPath: /data, dockerVolume: {name: results}}\n    - {name: data, mountPath: /in, readOnly: true, dockerVolume: {name: datasets}}\n",
+        );
+        let names = |fixture: &Fixture| -> Vec<String> {
+            let launches = fixture.gang(&spec).launches();
+            let task = &launches[0].operation.launch_group.as_ref().unwrap().task_group.tasks[0];
+            let json = serde_json::to_value(&task.container.as_ref().unwrap().volumes[1..]).unwrap();
+            (0..2).map(|i| json[i]["source"]["docker_volume"]["name"].as_str().unwrap().to_owned()).collect()
+        };
+        let mut team_a = Fixture::new(2);
+        team_a.id.namespace = "team-a".into();
+        assert_eq!(names(&team_a), ["team-a.results", "team-a.datasets"]);
+        let mut team_b = Fixture::new(2);
+        team_b.id.namespace = "team-b".into();
+        assert_eq!(names(&team_b), ["team-b.results", "team-b.datasets"], "never team-a's");
+        let shared = SharedVolumes::new(["datasets".parse().unwrap()]);
+        team_a.shared = shared.clone();
+        team_b.shared = shared;
+        assert_eq!(names(&team_a), ["team-a.results", "datasets"]);
+        assert_eq!(names(&team_b), ["team-b.results", "datasets"], "one shared volume");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! - [`launch`]: a placed gang as LAUNCH_GROUP operations (pure);
 //! - [`gang`], [`books`], [`restore`]: what is known of each gang;
 //! - [`keys`], [`framework_id`]: the per-job SSH key and the framework id, in the cluster;
+//! - [`volumes`]: which Docker volume a job's `dockerVolume.name` is on the nodes (pure);
 //! - [`role_policy`]: which roles a namespace's jobs may use (pure).
 //!
 //! Only the leader (a `coordination.k8s.io/v1` Lease) reconciles and subscribes.
@@ -39,6 +40,7 @@ pub mod retries;
 pub mod role_policy;
 pub mod round;
 mod round_log;
+pub mod volumes;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -98,6 +100,12 @@ pub struct ControllerArgs {
     /// Let later jobs of a role start while its head does not fit, for this many seconds of the head's wait (0: strict FIFO).
     #[arg(long, env = "MPISWARM_BACKFILL_SECONDS", default_value_t = 60)]
     pub backfill_seconds: u64,
+    /// A named Docker volume every namespace's jobs reach under its own
+    /// name (`dockerVolume.name`); repeatable (in the environment: separated
+    /// by commas). Any other volume is its namespace's own, NAMESPACE.NAME
+    /// on the nodes. A name with '.' is refused (it could be a namespaced one).
+    #[arg(long = "shared-volume", env = "MPISWARM_SHARED_VOLUMES", value_delimiter = ',')]
+    pub shared_volumes: Vec<volumes::SharedVolume>,
     /// Append each offer round's input and outcome to FILE as JSON lines.
     #[arg(long, env = "MPISWARM_ROUND_LOG")]
     pub round_log: Option<PathBuf>,
@@ -148,6 +156,7 @@ impl ControllerArgs {
                 round_log: self.round_log.clone(),
                 concurrency: self.concurrency.max(1),
                 master_ca,
+                shared_volumes: volumes::SharedVolumes::new(self.shared_volumes.iter().cloned()),
                 ..Settings::default()
             },
         })

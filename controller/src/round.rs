@@ -25,6 +25,7 @@ use crate::context::Settings;
 use crate::demand;
 use crate::launch::{AgentLaunch, Gang};
 use crate::plan::NeverFits;
+use crate::volumes::SharedVolumes;
 
 /// A job the round starts.
 #[derive(Debug, Clone)]
@@ -88,6 +89,7 @@ pub fn plan_round(
     (known, epoch): (&[AgentCapacity], u64),
     quotas: &BTreeMap<String, QuotaLimit>,
     options: RoundOptions,
+    shared_volumes: &SharedVolumes,
 ) -> Outcome {
     let mut out = Outcome::default();
     let mut by_role: BTreeMap<String, Vec<&Offer>> = BTreeMap::new();
@@ -129,6 +131,7 @@ pub fn plan_round(
                 placement: &s.placement,
                 ssh_private_key: &q.launch.ssh_private_key,
                 network_accounted: &network_accounted,
+                shared_volumes,
             };
             out.started.push(StartedGang {
                 uid: s.job_id.clone(),
@@ -309,6 +312,7 @@ mod tests {
     use crate::fixtures::{JobFixture as _, T0, UID};
     use crate::launch::Gang;
     use crate::plan::NeverFits;
+    use crate::volumes::SharedVolumes;
 
     /// A gang of two 0.5-cpu ranks per agent, one worker on each of `agents`.
     fn started(uid: &str, role: &str, agents: &[&str]) -> StartedGang {
@@ -328,6 +332,7 @@ mod tests {
             placement: &placement,
             ssh_private_key: &[],
             network_accounted: &BTreeSet::new(),
+            shared_volumes: &SharedVolumes::default(),
         }
         .launches();
         StartedGang { uid: uid.to_owned(), generation: 0, role: role.to_owned(), placement, launches }
@@ -491,8 +496,11 @@ mod tests {
         // One 1-cpu agent: the 4 x 0.5-cpu job can never fit.
         let known = [AgentCapacity::new("a1", "n1", FreeResources::new(1.0, 4096.0))];
         let options = RoundOptions { now: T0, backfill: Backfill::Off };
-        let never_fits =
-            |epoch| plan_round(&[], &waiting, (&known, epoch), &BTreeMap::new(), options).waiting[0].never_fits.clone();
+        let never_fits = |epoch| {
+            plan_round(&[], &waiting, (&known, epoch), &BTreeMap::new(), options, &SharedVolumes::default()).waiting[0]
+                .never_fits
+                .clone()
+        };
         assert_eq!(never_fits(7), Some(NeverFits::Cluster("worked out before".into())), "same epoch: not placed again");
         let Some(NeverFits::Cluster(fresh)) = never_fits(8) else { panic!("new epoch: placed again") };
         assert!(fresh.starts_with("does not fit even on everything the 1 agents"), "new epoch: placed again: {fresh}");
@@ -507,12 +515,12 @@ mod tests {
         let options = RoundOptions { now: T0, backfill: Backfill::Off };
         let limit = |cpus: f64| BTreeMap::from([(role.clone(), QuotaLimit::from([("cpus".to_owned(), cpus)]))]);
         // The 4 x 0.5-cpu job and its launcher need 2.1 cpus.
-        let out = plan_round(&[], &waiting, (&known, 1), &limit(2.0), options);
+        let out = plan_round(&[], &waiting, (&known, 1), &limit(2.0), options, &SharedVolumes::default());
         let Some(NeverFits::Quota(why)) = &out.waiting[0].never_fits else { panic!("{:?}", out.waiting) };
         assert!(why.contains(&format!("more than the quota limit of role {role} (2 cpus)")), "{why}");
         assert_eq!(out.waiting[0].reason, *why);
         assert!(out.log.iter().all(|r| r.jobs.is_empty()), "not queued, so it holds up nothing: {:?}", out.log);
-        let out = plan_round(&[], &waiting, (&known, 1), &limit(2.1), options);
+        let out = plan_round(&[], &waiting, (&known, 1), &limit(2.1), options, &SharedVolumes::default());
         assert_eq!(out.waiting[0].never_fits, None, "at the limit it waits for offers as usual");
         assert_eq!(out.log[0].jobs.len(), 1);
     }

@@ -88,12 +88,14 @@ async fn pi_and_a_stock_debian_image_run_real_open_mpi_on_swarm_and_leave_nothin
         s.until_gone(name).await;
         until_clean(&uid).await;
     }
-    // The volume outlives the jobs (mpiswarm never removes named volumes); the
-    // test removes its own once Swarm has removed the containers that used it.
+    // The volume outlives the jobs (mpiswarm never removes named volumes),
+    // under its namespace's name; the test removes its own once Swarm has
+    // removed the containers that used it.
+    let on_node = format!("default.{volume}");
     let deadline = tokio::time::Instant::now() + DEADLINE;
     loop {
         let mut cmd = std::process::Command::new("docker");
-        cmd.args(["volume", "rm", &volume]);
+        cmd.args(["volume", "rm", &on_node]);
         let removed = mpiswarm_testkit::output_within(cmd, None, common::COMMAND_DEADLINE);
         if removed.status.success() {
             break;
