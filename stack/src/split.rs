@@ -146,7 +146,16 @@ async fn start_all(
     procs: &mut Vec<Proc>,
 ) -> Result<StackFile> {
     let listen = stack::reuse_or_any(before.and_then(|b| stack::port_of(&b.apiserver)));
-    let api_cli = vec!["apiserver".to_owned(), "--listen".into(), listen.to_string(), "--data-dir".into(), text(dir)?];
+    let tokens = crate::tenant::ensure_tokens_file(dir)?;
+    let api_cli = vec![
+        "apiserver".to_owned(),
+        "--listen".into(),
+        listen.to_string(),
+        "--data-dir".into(),
+        text(dir)?,
+        "--token-auth-file".into(),
+        text(&tokens)?,
+    ];
     procs.push(Proc::spawn("apiserver", api_cli, logs)?);
     let kubeconfig = dir.join("kubeconfig");
     let apiserver = format!("https://{listen}");

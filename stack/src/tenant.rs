@@ -42,6 +42,16 @@ pub fn tokens_file(data_dir: &Path) -> PathBuf {
     data_dir.join("tokens.csv")
 }
 
+/// The token file of the stack in `data_dir`, created empty and `0600` if
+/// it does not exist (an empty file lists no user: only the admin token
+/// works until `tenant add` adds one), for the API server to read and
+/// re-read when `tenant add` changes it. Blocking.
+pub fn ensure_tokens_file(data_dir: &Path) -> Result<PathBuf> {
+    let path = tokens_file(data_dir);
+    file(FileAction::Creating, &path, mpiswarm_guard::private::file(&path))?;
+    Ok(path)
+}
+
 /// Where `tenant add` writes the kubeconfig of tenant `name`.
 pub fn kubeconfig_file(data_dir: &Path, name: &str) -> PathBuf {
     data_dir.join("tenants").join(format!("{name}.kubeconfig"))

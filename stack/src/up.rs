@@ -62,6 +62,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
     }
     let mut api_args = mpiswarm_apiserver::ApiserverArgs::for_dir(&dir);
     api_args.listen = stack_file::reuse_or_any(before.as_ref().and_then(|b| stack_file::port_of(&b.apiserver)));
+    api_args.token_auth_file = Some(crate::tenant::ensure_tokens_file(&dir)?);
     let api = mpiswarm_apiserver::start(api_args).await.map_err(|e| started(Part::ApiServer, e))?;
     say(&format!("API server on {}", api.url));
     // The controller identifies itself (User-Agent) so the API server's request log can tell its requests apart.

@@ -27,7 +27,8 @@ pub fn repo() -> PathBuf {
 
 pub struct Up {
     pub child: Child,
-    pub data: tempfile::TempDir,
+    /// The temporary data dir, when `up` made one ([`Up::start`]).
+    pub data: Option<tempfile::TempDir>,
     /// The data dir, canonical (as `up` labels and records it).
     pub dir: PathBuf,
     deadline: Duration,
@@ -38,6 +39,16 @@ impl Up {
     pub fn start(args: &[&str], deadline: Duration) -> Up {
         let data = tempfile::tempdir().expect("tempdir");
         let dir = data.path().canonicalize().expect("canonical data dir");
+        let mut up = Self::start_at(&dir, args, deadline);
+        up.data = Some(data);
+        up
+    }
+
+    /// `mpiswarm up --no-build ARGS --data-dir DIR` (DIR made if missing),
+    /// once it is ready.
+    pub fn start_at(dir: &Path, args: &[&str], deadline: Duration) -> Up {
+        std::fs::create_dir_all(dir).expect("data dir");
+        let dir = dir.canonicalize().expect("canonical data dir");
         let child = Command::new(env!("CARGO_BIN_EXE_mpiswarm"))
             .args(["up", "--no-build"])
             .args(args)
@@ -47,7 +58,7 @@ impl Up {
             .stderr(std::fs::File::create(dir.join("up.log")).expect("log"))
             .spawn()
             .expect("mpiswarm up starts");
-        let mut up = Up { child, data, dir, deadline };
+        let mut up = Up { child, data: None, dir, deadline };
         let started = Instant::now();
         while !up.dir.join("stack.json").exists() {
             if let Ok(Some(status)) = up.child.try_wait() {
