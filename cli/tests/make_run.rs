@@ -4,7 +4,11 @@
 //! the job, stopping), so a long phase never looks hung; and the log it
 //! keeps for people, DATA/up.log, holds no ANSI escape. The bound is on the
 //! tool's output, not on how fast anything runs: a slow phase passes as
-//! long as it says so.
+//! long as it says so. The binary is this test build's (`MPISWARM_BIN`):
+//! the script's own `cargo build -p mpiswarm` resolves features apart from
+//! the workspace's test build and compiled the workspace a second time
+//! beside the other tests (308 s of a CI run's nextest phase); cargo paces
+//! that phase itself, a line per crate.
 
 mod up;
 
@@ -61,6 +65,7 @@ fn make_run_prints_a_line_at_least_every_10_s_and_its_up_log_has_no_ansi_escapes
         .arg("examples/pi.yaml")
         .current_dir(up::repo())
         .env("MPISWARM_DATA_DIR", data.path())
+        .env("MPISWARM_BIN", env!("CARGO_BIN_EXE_mpiswarm"))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
