@@ -31,6 +31,12 @@ pub enum Error {
     Serve { what: &'static str, addr: String, source: std::io::Error },
     #[error("--master-credentials: {0}")]
     MasterCredentials(#[source] mpiswarm_mesos::credential::CredentialError),
+    #[error("the log endpoint: {0}")]
+    LogsTls(#[source] mpiswarm_mesos::tls::TlsError),
+    #[error(
+        "--logs-listen {listen} is every address of the host, which is no URL a tenant can use: pass --logs-url with the address tenants reach"
+    )]
+    LogsUrlNeeded { listen: std::net::SocketAddr },
     #[error("--ca-file: {0}")]
     CaFile(#[source] mpiswarm_mesos::tls::TlsError),
     #[error("kubeconfig {path}: {source}")]
@@ -58,6 +64,8 @@ impl Error {
             Error::NamespacesUnread => "namespaces",
             Error::MasterCredentials(_)
             | Error::CaFile(_)
+            | Error::LogsTls(_)
+            | Error::LogsUrlNeeded { .. }
             | Error::Kubeconfig { .. }
             | Error::InferConfig(_)
             | Error::Encode(_)

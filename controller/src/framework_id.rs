@@ -15,6 +15,10 @@ const KEY: &str = "frameworkId";
 /// The master the framework is subscribed to: `mpiswarm logs` finds the
 /// agents (and their `/files`) through its `/master/state`.
 pub const MASTER_KEY: &str = "master";
+/// Where the controller serves the tenants' log endpoint (`--logs-listen`,
+/// or `--logs-url` when given): `mpiswarm logs` reads output through it.
+/// Absent when the controller serves none.
+pub const LOGS_URL_KEY: &str = "logsUrl";
 /// The ConfigMap's name, in the controller's lease namespace.
 pub const CONFIG_MAP: &str = "mpiswarm-framework";
 
@@ -23,11 +27,23 @@ pub struct FrameworkIdStore {
     api: Api<ConfigMap>,
     name: String,
     master: String,
+    logs_url: Option<String>,
 }
 
 impl FrameworkIdStore {
     pub fn new(client: kube::Client, namespace: &str, name: &str, master: &str) -> Self {
-        Self { api: Api::namespaced(client, namespace), name: name.to_owned(), master: master.to_owned() }
+        Self {
+            api: Api::namespaced(client, namespace),
+            name: name.to_owned(),
+            master: master.to_owned(),
+            logs_url: None,
+        }
+    }
+
+    /// Also records where the log endpoint is ([`LOGS_URL_KEY`]).
+    pub fn with_logs_url(mut self, url: Option<String>) -> Self {
+        self.logs_url = url;
+        self
     }
 
     pub async fn load(&self) -> Result<Option<String>, Error> {
@@ -35,9 +51,13 @@ impl FrameworkIdStore {
     }
 
     pub async fn save(&self, id: &str) -> Result<(), Error> {
+        let mut data = BTreeMap::from([(KEY.to_owned(), id.to_owned()), (MASTER_KEY.to_owned(), self.master.clone())]);
+        if let Some(url) = &self.logs_url {
+            data.insert(LOGS_URL_KEY.to_owned(), url.clone());
+        }
         let cm = ConfigMap {
             metadata: ObjectMeta { name: Some(self.name.clone()), ..ObjectMeta::default() },
-            data: Some(BTreeMap::from([(KEY.to_owned(), id.to_owned()), (MASTER_KEY.to_owned(), self.master.clone())])),
+            data: Some(data),
             ..ConfigMap::default()
         };
         let mut value = serde_json::to_value(&cm)?;

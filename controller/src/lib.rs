@@ -11,7 +11,8 @@
 //! - [`gang`], [`books`], [`restore`]: what is known of each gang;
 //! - [`keys`], [`framework_id`]: the per-job SSH key and the framework id, in the cluster;
 //! - [`volumes`]: which Docker volume a job's `dockerVolume.name` is on the nodes (pure);
-//! - [`role_policy`]: which roles a namespace's jobs may use (pure).
+//! - [`role_policy`]: which roles a namespace's jobs may use (pure);
+//! - [`logs`]: the tenants' log endpoint (TokenReview and SubjectAccessReview, then the agent's `/files`).
 //!
 //! Only the leader (a `coordination.k8s.io/v1` Lease) reconciles and subscribes.
 
@@ -29,6 +30,7 @@ pub mod gang;
 mod http;
 pub mod keys;
 pub mod launch;
+pub mod logs;
 pub mod metrics;
 pub mod names;
 pub mod plan;
@@ -112,6 +114,22 @@ pub struct ControllerArgs {
     /// MpiJobs reconciled at the same time.
     #[arg(long, env = "MPISWARM_CONCURRENCY", default_value_t = 16)]
     pub concurrency: u16,
+    /// Serve the tenants' log endpoint (`GET /logs/NAMESPACE/JOB`, bearer
+    /// token checked by the API server) on this address; off loopback only
+    /// with --logs-tls-cert and --logs-tls-key. Without it there is none.
+    #[arg(long, env = "MPISWARM_CONTROLLER_LOGS_LISTEN")]
+    pub logs_listen: Option<SocketAddr>,
+    /// The URL tenants reach the log endpoint at, recorded in the framework
+    /// ConfigMap for `mpiswarm logs` (default: from --logs-listen; needed
+    /// when that is an unspecified address such as 0.0.0.0).
+    #[arg(long, env = "MPISWARM_CONTROLLER_LOGS_URL", requires = "logs_listen")]
+    pub logs_url: Option<String>,
+    /// PEM certificate to serve the log endpoint over HTTPS; with --logs-tls-key.
+    #[arg(long, env = "MPISWARM_CONTROLLER_LOGS_TLS_CERT", requires_all = ["logs_tls_key", "logs_listen"])]
+    pub logs_tls_cert: Option<PathBuf>,
+    /// PEM private key of --logs-tls-cert.
+    #[arg(long, env = "MPISWARM_CONTROLLER_LOGS_TLS_KEY", requires = "logs_tls_cert")]
+    pub logs_tls_key: Option<PathBuf>,
 }
 
 /// Everything `start` needs, without the kubeconfig handling.
@@ -124,6 +142,8 @@ pub struct Options {
     pub identity: String,
     pub lease_seconds: u64,
     pub listen: SocketAddr,
+    /// The tenants' log endpoint, if the controller serves one.
+    pub logs: Option<logs::LogsOptions>,
     pub settings: Settings,
 }
 
@@ -150,6 +170,7 @@ impl ControllerArgs {
             identity: self.identity.clone().unwrap_or_else(default_identity),
             lease_seconds: self.lease_seconds,
             listen: self.listen,
+            logs: self.logs_options()?,
             settings: Settings {
                 launch_timeout: self.launch_timeout_seconds,
                 backfill,
@@ -160,6 +181,29 @@ impl ControllerArgs {
                 ..Settings::default()
             },
         })
+    }
+}
+
+impl ControllerArgs {
+    /// `--logs-listen` and its TLS: off loopback only with TLS (the
+    /// endpoint always requires a token), and an unspecified address only
+    /// with `--logs-url`, since what is recorded must be reachable.
+    fn logs_options(&self) -> Result<Option<logs::LogsOptions>, Error> {
+        let Some(listen) = self.logs_listen else { return Ok(None) };
+        let tls =
+            mpiswarm_mesos::tls::server_config_from_flags(self.logs_tls_cert.as_deref(), self.logs_tls_key.as_deref())
+                .map_err(Error::LogsTls)?;
+        mpiswarm_mesos::tls::check_listen(
+            listen,
+            tls.is_some(),
+            true,
+            "--logs-tls-cert and --logs-tls-key (MPISWARM_CONTROLLER_LOGS_TLS_CERT, MPISWARM_CONTROLLER_LOGS_TLS_KEY)",
+        )
+        .map_err(Error::LogsTls)?;
+        if listen.ip().is_unspecified() && self.logs_url.is_none() {
+            return Err(Error::LogsUrlNeeded { listen });
+        }
+        Ok(Some(logs::LogsOptions { listen, url: self.logs_url.clone(), tls }))
     }
 }
 
@@ -202,6 +246,8 @@ async fn config(kubeconfig: Option<&std::path::Path>) -> Result<kube::Config, Er
 /// A controller started in this process.
 pub struct Running {
     pub addr: SocketAddr,
+    /// The log endpoint's address and the URL recorded for it, if it serves one.
+    pub logs: Option<(SocketAddr, String)>,
     pub context: Arc<Context>,
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<Result<(), Error>>,
@@ -273,8 +319,62 @@ pub async fn start(client: kube::Client, options: Options) -> Result<Running, Er
         source,
     })?;
     let http = tokio::spawn(http::serve(listener, ctx.clone(), shutdown_rx.clone()));
-    let task = tokio::spawn(lead(client, options, ctx.clone(), commands_rx, trigger_rx, shutdown_rx, http));
-    Ok(Running { addr, context: ctx, shutdown: shutdown_tx, task })
+    let logs = match &options.logs {
+        Some(logs) => Some(serve_logs(&client, &options, logs, &ctx, shutdown_rx.clone()).await?),
+        None => None,
+    };
+    let servers = Servers {
+        http,
+        logs: logs.as_ref().map(|(_, _, task)| task.abort_handle()),
+        logs_url: logs.as_ref().map(|(_, url, _)| url.clone()),
+    };
+    let task = tokio::spawn(lead(client, options, ctx.clone(), commands_rx, trigger_rx, shutdown_rx, servers));
+    Ok(Running { addr, logs: logs.map(|(addr, url, _)| (addr, url)), context: ctx, shutdown: shutdown_tx, task })
+}
+
+/// The HTTP servers `lead` stops when it ends, and the log endpoint's URL
+/// it records in the framework ConfigMap.
+struct Servers {
+    http: tokio::task::JoinHandle<std::io::Result<()>>,
+    logs: Option<tokio::task::AbortHandle>,
+    logs_url: Option<String>,
+}
+
+/// Binds the log endpoint's listener (so a taken port fails the start) and
+/// serves it: its address, the URL to record, and its task.
+async fn serve_logs(
+    client: &kube::Client,
+    options: &Options,
+    logs: &logs::LogsOptions,
+    ctx: &Arc<Context>,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(SocketAddr, String, tokio::task::JoinHandle<()>), Error> {
+    let bind_error = |source| Error::Serve { what: "the log endpoint", addr: logs.listen.to_string(), source };
+    let listener = tokio::net::TcpListener::bind(logs.listen).await.map_err(bind_error)?;
+    let addr = listener.local_addr().map_err(bind_error)?;
+    let url = logs.advertised(addr);
+    let reader = logs::LogReader::new(
+        client.clone(),
+        &options.master,
+        options.credentials.clone(),
+        options.settings.master_ca.clone(),
+        framework_id::FrameworkIdStore::new(
+            client.clone(),
+            &options.lease_namespace,
+            framework_id::CONFIG_MAP,
+            &options.master,
+        ),
+        ctx.metrics.log_reads.clone(),
+    );
+    let app = logs::router(Arc::new(reader));
+    let tls = logs.tls.clone();
+    let task = tokio::spawn(async move {
+        if let Err(e) = logs::serve(listener, app, tls, shutdown).await {
+            tracing::error!(error = %e, "the log endpoint stopped");
+        }
+    });
+    tracing::info!(%addr, %url, "serving the tenants' log endpoint");
+    Ok((addr, url, task))
 }
 
 async fn lead(
@@ -284,7 +384,7 @@ async fn lead(
     commands: mpsc::UnboundedReceiver<Command>,
     trigger: futures::channel::mpsc::UnboundedReceiver<kube::runtime::reflector::ObjectRef<MpiJob>>,
     mut shutdown: watch::Receiver<bool>,
-    http: tokio::task::JoinHandle<std::io::Result<()>>,
+    servers: Servers,
 ) -> Result<(), Error> {
     let lease = LeaseManagerBuilder::new(client.clone(), "mpiswarm-controller")
         .with_namespace(&options.lease_namespace)
@@ -371,7 +471,8 @@ async fn lead(
                 &options.lease_namespace,
                 framework_id::CONFIG_MAP,
                 &options.master,
-            ),
+            )
+            .with_logs_url(servers.logs_url.clone()),
         },
         commands,
         shutdown.clone(),
@@ -403,7 +504,10 @@ async fn lead(
     drop(leading);
     namespace_watch.abort();
     let _released = tokio::time::timeout(Duration::from_secs(5), lease_task).await;
-    http.abort();
+    servers.http.abort();
+    if let Some(logs) = servers.logs {
+        logs.abort();
+    }
     outcome
 }
 

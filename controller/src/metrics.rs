@@ -18,6 +18,11 @@ pub struct ErrorLabel {
     pub error: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: String,
+}
+
 pub struct Metrics {
     /// Registered once, here; `/metrics` encodes it ([`crate::http`]).
     registry: Registry,
@@ -30,6 +35,8 @@ pub struct Metrics {
     pub offers_declined: Counter,
     pub gangs_launched: Counter,
     pub subscriptions: Counter,
+    /// Reads of the log endpoint by outcome (`ok`, `unauthenticated`, `forbidden`, ...).
+    pub log_reads: Family<OutcomeLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -45,6 +52,7 @@ impl Default for Metrics {
             offers_declined: Counter::default(),
             gangs_launched: Counter::default(),
             subscriptions: Counter::default(),
+            log_reads: Family::default(),
         };
         let r = &mut m.registry;
         r.register("jobs", "MpiJobs by phase", m.jobs.clone());
@@ -60,6 +68,7 @@ impl Default for Metrics {
         r.register("offers_declined", "Mesos offers declined", m.offers_declined.clone());
         r.register("gangs_launched", "Gangs launched (all their ACCEPTs sent)", m.gangs_launched.clone());
         r.register("subscriptions", "Successful SUBSCRIBEs to the master", m.subscriptions.clone());
+        r.register("log_reads", "Reads of the tenants' log endpoint by outcome", m.log_reads.clone());
         m
     }
 }

@@ -23,7 +23,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{Stack, controller_client, job_yaml, options, program, settings};
+use common::{Stack, controller_client, job_yaml, loopback_logs, options, program, settings};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule};
 use kube::api::{Api, DynamicObject, ListParams};
@@ -160,10 +160,13 @@ async fn implied(
         .map(|r| (r.group.as_str(), r.resource.as_str()))
         .collect();
     for (group, resource) in written {
-        let (ar, _) = discovery
+        let (ar, caps) = discovery
             .get(group)
             .and_then(|g| g.recommended_resources().into_iter().find(|(ar, _)| ar.plural == resource))
             .unwrap_or_else(|| panic!("discovery has no {group}/{resource}"));
+        if !caps.supports_operation(kube::discovery::verbs::LIST) {
+            continue; // answered, never stored (TokenReview, SubjectAccessReview): no owner to check
+        }
         let objects = Api::<DynamicObject>::all_with(client.clone(), &ar).list(&ListParams::default()).await;
         for o in objects.expect("listing what the controller wrote").items {
             let by_controller = o
@@ -223,16 +226,27 @@ async fn lifecycle(s: &mut Stack) {
     let first = s.controller.take().expect("the stack's controller");
     first.stop();
     first.wait().await.expect("the first controller stops cleanly");
-    let second = mpiswarm_controller::start(
-        controller_client(&s.api.kubeconfig).await,
-        options(&s.offers.url(), settings(&s.round_log), "test-controller-2"),
-    )
-    .await
-    .expect("the second controller starts");
+    let mut second_options = options(&s.offers.url(), settings(&s.round_log), "test-controller-2");
+    second_options.logs = Some(loopback_logs());
+    let second = mpiswarm_controller::start(controller_client(&s.api.kubeconfig).await, second_options)
+        .await
+        .expect("the second controller starts");
+    let (logs, _) = second.logs.clone().expect("the second controller serves the log endpoint");
     s.controller = Some(second);
     // A new job proves the second controller leads; then the running one is deleted.
     s.kubectl_ok(&["apply", "-f", "-"], Some(&job_yaml("after-restart", 1, 0.5, &program("true"), "")));
     s.until_phase("after-restart", Phase::Succeeded).await;
+    // A read of the log endpoint: a TokenReview, a SubjectAccessReview,
+    // the job. Test agents keep no output, so it ends at the agent, past
+    // both reviews (not 401 or 403).
+    let read = reqwest::Client::new()
+        .get(format!("http://{logs}/logs/default/after-restart"))
+        .bearer_auth(&s.api.token)
+        .timeout(std::time::Duration::from_secs(60))
+        .send()
+        .await
+        .expect("the log endpoint answers");
+    assert!(!matches!(read.status().as_u16(), 200 | 401 | 403), "{}: {:?}", read.status(), read.text().await);
     s.kubectl_ok(&["delete", "mpijob", "long", "--wait=false"], None);
     s.until_gone("long").await;
     s.agents.wait_for_running(|running| running.is_empty()).await;
@@ -293,6 +307,9 @@ async fn the_cluster_role_covers_every_request_the_controller_makes_through_a_jo
         ("patch", "", "configmaps", ""),
         ("get", "coordination.k8s.io", "leases", ""),
         ("create", "", "configmaps", ""),
+        ("create", "authentication.k8s.io", "tokenreviews", ""),
+        ("create", "authorization.k8s.io", "subjectaccessreviews", ""),
+        ("get", "mpiswarm.io", "mpijobs", ""),
     ] {
         let r = Request {
             verb: expected.0.into(),

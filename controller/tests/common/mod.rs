@@ -91,6 +91,11 @@ pub fn settings(round_log: &Path) -> Settings {
     Settings { launch_timeout: 30, round_log: Some(round_log.to_owned()), ..Settings::default() }
 }
 
+/// The log endpoint on a free loopback port, plain HTTP.
+pub fn loopback_logs() -> mpiswarm_controller::logs::LogsOptions {
+    mpiswarm_controller::logs::LogsOptions { listen: "127.0.0.1:0".parse().expect("address"), url: None, tls: None }
+}
+
 pub fn options(offers_url: &str, settings: Settings, identity: &str) -> Options {
     Options {
         master: offers_url.to_owned(),
@@ -100,6 +105,7 @@ pub fn options(offers_url: &str, settings: Settings, identity: &str) -> Options 
         identity: identity.to_owned(),
         lease_seconds: 4,
         listen: "127.0.0.1:0".parse().expect("address"),
+        logs: None,
         settings,
     }
 }
@@ -119,7 +125,7 @@ impl Stack {
         agents: Vec<AgentSpec>,
         tweak_offers: impl FnOnce(&mut mpiswarm_offers::OffersArgs),
     ) -> Self {
-        Self::start_tweaked(Agents::Test(agents), |_| {}, true, tweak_offers).await
+        Self::start_tweaked(Agents::Test(agents), |_| {}, true, tweak_offers, |_| {}, |_| {}).await
     }
 
     /// The API server, the offer layer and the agents, but no controller.
@@ -128,13 +134,25 @@ impl Stack {
     }
 
     async fn start_full(agents: Agents, tweak: impl FnOnce(&mut Settings), with_controller: bool) -> Self {
-        Self::start_tweaked(agents, tweak, with_controller, |_| {}).await
+        Self::start_tweaked(agents, tweak, with_controller, |_| {}, |_| {}, |_| {}).await
+    }
+
+    /// As [`Self::start_with`], with the API server's flags changed by
+    /// `tweak_api` (e.g. its `--token-auth-file`) and the controller's
+    /// options by `tweak_options` (e.g. its log endpoint and credential).
+    pub async fn start_custom(
+        agents: Agents,
+        tweak_api: impl FnOnce(&mut mpiswarm_apiserver::ApiserverArgs),
+        tweak_options: impl FnOnce(&mut Options),
+    ) -> Self {
+        Self::start_tweaked(agents, |_| {}, true, |_| {}, tweak_api, tweak_options).await
     }
 
     /// The stack as it runs off loopback: the offer layer serves TLS and
     /// requires credentials; the test agents send them and trust its CA;
     /// the controller is configured from its command-line flags
-    /// (`--master-credentials`, `--ca-file`).
+    /// (`--master-credentials`, `--ca-file`) and serves its log endpoint
+    /// over TLS with the same certificate (`--logs-tls-cert`).
     pub async fn start_secure(agents: Vec<AgentSpec>, pki: &mpiswarm_testkit::TestPki) -> Self {
         let ca = mpiswarm_mesos::tls::CaFile::read(&pki.ca_file).expect("the test CA");
         let through = Agents::Through(
@@ -175,6 +193,8 @@ impl Stack {
                 a.tls_cert = Some(pki.cert_file.clone());
                 a.tls_key = Some(pki.key_file.clone());
             },
+            |_| {},
+            |_| {},
         )
         .await;
         let offers_url = s.offers.url();
@@ -192,6 +212,12 @@ impl Stack {
             "4".as_ref(),
             "--launch-timeout-seconds".as_ref(),
             "30".as_ref(),
+            "--logs-listen".as_ref(),
+            "127.0.0.1:0".as_ref(),
+            "--logs-tls-cert".as_ref(),
+            pki.cert_file.as_os_str(),
+            "--logs-tls-key".as_ref(),
+            pki.key_file.as_os_str(),
         ]);
         let options = cli.args.options().expect("the controller's flags are valid");
         let client = controller_client(&s.api.kubeconfig).await;
@@ -204,11 +230,14 @@ impl Stack {
         tweak: impl FnOnce(&mut Settings),
         with_controller: bool,
         tweak_offers: impl FnOnce(&mut mpiswarm_offers::OffersArgs),
+        tweak_api: impl FnOnce(&mut mpiswarm_apiserver::ApiserverArgs),
+        tweak_options: impl FnOnce(&mut Options),
     ) -> Self {
         init_tracing();
         let dir = tempfile::tempdir().expect("tempdir");
         let mut api_args = mpiswarm_apiserver::ApiserverArgs::for_dir(dir.path().join("api"));
         api_args.audit_log = Some(dir.path().join("audit.jsonl"));
+        tweak_api(&mut api_args);
         let api = mpiswarm_apiserver::start(api_args).await.expect("API server starts");
         let client = client(&api.kubeconfig).await;
         install_crd(&client).await;
@@ -233,14 +262,13 @@ impl Stack {
         let round_log = dir.path().join("rounds.jsonl");
         let mut s = settings(&round_log);
         tweak(&mut s);
+        let mut options = options(&offers.url(), s, "test-controller");
+        tweak_options(&mut options);
         let controller = match with_controller {
             true => Some(
-                mpiswarm_controller::start(
-                    controller_client(&api.kubeconfig).await,
-                    options(&offers.url(), s, "test-controller"),
-                )
-                .await
-                .expect("controller starts"),
+                mpiswarm_controller::start(controller_client(&api.kubeconfig).await, options)
+                    .await
+                    .expect("controller starts"),
             ),
             false => None,
         };
