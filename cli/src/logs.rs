@@ -1,30 +1,28 @@
-//! `mpiswarm logs JOB [-f] [--worker N]`: a task's output, kept by its agent
-//! like a Mesos sandbox, while it runs and after it ended. Only the
-//! kubeconfig is needed: the job's status names the gang and its nodes, the
-//! controller's ConfigMap names the framework and the master, and the
-//! master's `/master/state` says where each agent serves `/files/read`.
-//!
-//! Against a secured offer layer (TLS and credentials, as off loopback):
-//! `--ca-file` is the CA to trust instead of the public roots, and the
-//! credential (`--credential FILE`, or `--principal` with `--secret-file`)
-//! goes to the master and to the agents as HTTP basic authentication. The
-//! agents are reached with the master's scheme: Mesos secures a cluster as
-//! a whole, and an agent beyond loopback serves HTTPS only. On the local
-//! stack (no `--kubeconfig`) without a credential flag, the operator
-//! credential `up` made and recorded in `DATA/stack.json` is used.
+//! `mpiswarm logs JOB [-f] [--worker N] [--stderr]`: a task's output, kept
+//! by its agent like a Mesos sandbox, while it runs and after it ended,
+//! read through the controller's log endpoint (`GET /logs/NAMESPACE/JOB`)
+//! with the caller's own Kubernetes token. The endpoint asks the API server
+//! who the token is and whether it may `get mpijobs/log` on the job, so a
+//! tenant reads its own jobs' output and nothing else, and nobody needs a
+//! credential of the offer layer or the agents. Only the kubeconfig is
+//! needed: the controller records the endpoint's URL in its ConfigMap
+//! (`mpiswarm-framework`, key `logsUrl`, in `--controller-namespace`),
+//! which `mpiswarm tenant add` lets every tenant read; `--logs-url` names it
+//! instead. `--ca-file` is the CA an https endpoint's certificate must
+//! chain to.
 
 use std::io::Write;
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::ResourceExt;
 use kube::api::Api;
-use mpiswarm_controller::framework_id::{CONFIG_MAP, MASTER_KEY};
-use mpiswarm_controller::names::{TaskName, TaskRole};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use mpiswarm_controller::framework_id::{CONFIG_MAP, LOGS_URL_KEY};
+use mpiswarm_controller::logs::Chunk;
 use mpiswarm_crds::MpiJob;
-use mpiswarm_mesos::client::args::{CredentialArgs, LookupMasterArgs};
-use mpiswarm_mesos::credential::Credential;
+use secrecy::ExposeSecret;
 
 use crate::run::Target;
 
@@ -41,160 +39,149 @@ pub struct LogsArgs {
     /// stderr instead of stdout.
     #[arg(long)]
     pub stderr: bool,
-    /// Namespace of the controller's framework ConfigMap.
+    /// Namespace of the controller's framework ConfigMap, which says where its log endpoint is.
     #[arg(long, default_value = "default")]
     pub controller_namespace: String,
-    /// `--master` (by default the one the controller recorded, which may be
-    /// the controller pod's own loopback) and `--ca-file`, for the master
-    /// and its agents.
-    #[command(flatten)]
-    pub master: LookupMasterArgs,
-    /// How to authenticate to the master and the agents.
-    #[command(flatten)]
-    pub credential: CredentialArgs,
+    /// The controller's log endpoint (default: the URL it recorded in its ConfigMap).
+    #[arg(long, env = "MPISWARM_LOGS_URL")]
+    pub logs_url: Option<String>,
+    /// PEM CA file an https log endpoint's certificate must chain to (default: the public roots).
+    #[arg(long, env = "MPISWARM_LOGS_CA_FILE")]
+    pub ca_file: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub target: Target,
 }
 
-/// How to talk to the master and the agents: one HTTP client trusting
-/// `--ca-file`, and the credential every request carries.
-struct Mesos {
-    http: reqwest::Client,
-    credential: Option<Credential>,
-}
-
-impl Mesos {
-    /// Reads the files the flags name before anything is asked of the cluster.
-    fn from_args(args: &LogsArgs) -> Result<Self> {
-        let credential = match args.credential.read()? {
-            Some(given) => Some(given),
-            None if args.target.kubeconfig.is_none() => {
-                let recorded = mpiswarm_stack::stack_file::read(&args.target.data_dir).ok();
-                let file = recorded.and_then(|s| s.operator_credential);
-                file.map(|f| Credential::from_file(&f)).transpose()?
-            }
-            None => None,
-        };
-        let ca = args.master.ca()?;
-        Ok(Self { http: mpiswarm_mesos::tls::http_client(ca.as_ref()), credential })
-    }
-
-    async fn get(&self, url: &str, query: &[(&str, &str)]) -> Result<reqwest::Response> {
-        let mut req = self.http.get(url).query(query);
-        if let Some(c) = &self.credential {
-            req = req.basic_auth(&c.principal, Some(&c.secret));
-        }
-        let resp = req.send().await.with_context(|| format!("GET {url}"))?;
-        if matches!(resp.status().as_u16(), 401 | 403) {
-            let how = match &self.credential {
-                None => "it requires credentials: pass --credential FILE, or --principal with --secret-file".to_owned(),
-                Some(c) => format!("it refused principal {:?}: check the credential", c.principal),
-            };
-            bail!("{url} answered {}: {how}", resp.status());
-        }
-        Ok(resp)
-    }
-}
-
+/// How long one read of the endpoint may take.
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// The wait between reads while following a task with no new output.
+const FOLLOW_PAUSE: Duration = Duration::from_millis(500);
 const CHUNK: u64 = 64 * 1024;
 
 pub async fn run(args: LogsArgs) -> Result<()> {
-    let mesos = Mesos::from_args(&args)?;
+    let kubeconfig = args.target.kubeconfig_path()?;
+    let token = bearer_token(&kubeconfig).await?;
     let (client, ns) = args.target.client().await?;
-    let jobs: Api<MpiJob> = Api::namespaced(client.clone(), &ns);
-    let job = jobs.get_opt(&args.job).await?.with_context(|| format!("no MpiJob {} in namespace {ns}", args.job))?;
-    let uid = job.uid().context("the job has no uid")?;
-    let st = job.status.clone().unwrap_or_default();
-    let placement = st.placement.clone().with_context(|| {
-        format!("{} has not been placed yet ({}): there is no output", args.job, st.message.clone().unwrap_or_default())
-    })?;
-    let (role, node) = match args.worker {
-        Some(i) => {
-            let n = placement.nodes.get(i as usize).with_context(|| {
-                format!(
-                    "{} has {} workers (0 to {})",
-                    args.job,
-                    placement.nodes.len(),
-                    placement.nodes.len().saturating_sub(1)
-                )
-            })?;
-            (TaskRole::Worker(i), n)
-        }
-        None => (TaskRole::Launcher, placement.nodes.first().context("the placement has no node")?),
+    let base = match &args.logs_url {
+        Some(url) => url.trim_end_matches('/').to_owned(),
+        None => recorded_url(&client, &args.controller_namespace).await?,
     };
-    let generation = u32::try_from(st.gang_generation.unwrap_or(0)).unwrap_or(0);
-    let task = TaskName::new(&uid, generation, role).to_string();
-
-    let cms: Api<ConfigMap> = Api::namespaced(client, &args.controller_namespace);
-    let cm = cms.get_opt(CONFIG_MAP).await?.with_context(|| {
-        format!("no ConfigMap {CONFIG_MAP} in {}: is the controller running?", args.controller_namespace)
-    })?;
-    let data = cm.data.unwrap_or_default();
-    let framework = data.get("frameworkId").context("the controller has not subscribed yet")?.clone();
-    let master = match args.master.given() {
-        Some(m) => m.to_owned(),
-        None => data.get(MASTER_KEY).context("the controller did not record its master: pass --master")?.clone(),
+    let ca = args.ca_file.as_deref().map(mpiswarm_mesos::tls::CaFile::read).transpose()?;
+    // No redirects are followed (the token goes to the recorded endpoint only).
+    let http = mpiswarm_mesos::tls::http_client(ca.as_ref());
+    let url = format!("{base}/logs/{ns}/{}", args.job);
+    let what = match args.worker {
+        Some(i) => format!("worker {i}"),
+        None => "launcher".to_owned(),
     };
-    let agent = agent_url(&mesos, &master, &node.agent_id).await?;
-    let file = format!("/tasks/{framework}/{task}/{}", if args.stderr { "stderr" } else { "stdout" });
+    let jobs: Api<MpiJob> = Api::namespaced(client, &ns);
 
     let mut offset = 0u64;
     let mut out = std::io::stdout();
     loop {
-        let resp = mesos
-            .get(
-                &format!("{agent}/files/read"),
-                &[("path", file.as_str()), ("offset", &offset.to_string()), ("length", &CHUNK.to_string())],
-            )
-            .await
-            .with_context(|| format!("reading {file} from the agent at {agent}"))?;
-        if resp.status().as_u16() == 404 {
-            bail!("{file} is not on the agent at {agent} (not started yet, or removed after its retention period)");
+        let mut query = vec![
+            ("offset", offset.to_string()),
+            ("length", CHUNK.to_string()),
+            ("stream", if args.stderr { "stderr" } else { "stdout" }.to_owned()),
+        ];
+        if let Some(i) = args.worker {
+            query.push(("worker", i.to_string()));
         }
-        let body: serde_json::Value = resp.error_for_status()?.json().await?;
-        let data = body["data"].as_str().unwrap_or_default();
-        if !data.is_empty() {
-            out.write_all(data.as_bytes())?;
+        let resp = http
+            .get(&url)
+            .query(&query)
+            .bearer_auth(&token)
+            .timeout(READ_TIMEOUT)
+            .send()
+            .await
+            .with_context(|| format!("GET {url}: the controller's log endpoint did not answer"))?;
+        let status = resp.status();
+        if !status.is_success() {
+            let body: serde_json::Value = resp.json().await.unwrap_or_default();
+            let message = body["message"].as_str().unwrap_or("(no message)");
+            bail!(
+                "the log endpoint {base} refused the {what}'s output of MpiJob {ns}/{} ({status}): {message}",
+                args.job
+            );
+        }
+        let chunk: Chunk = resp.json().await.with_context(|| format!("reading the answer of {url}"))?;
+        if !chunk.data.is_empty() {
+            out.write_all(chunk.data.as_bytes())?;
             out.flush()?;
-            offset += data.len() as u64;
+            // The agent keeps bounded output: an answer may start later than asked.
+            offset = chunk.offset.max(offset) + chunk.data.len() as u64;
             continue;
         }
-        if !args.follow || task_ended(&jobs, &args.job, role).await? {
+        if !args.follow || task_ended(&jobs, &args.job, args.worker.is_none()).await? {
             return Ok(());
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(FOLLOW_PAUSE).await;
     }
 }
 
-/// The agent's base URL from the master's state (Mesos' `pid` is
-/// `slave(1)@IP:PORT`), with the master's scheme.
-async fn agent_url(mesos: &Mesos, master: &str, agent_id: &str) -> Result<String> {
-    let master = master.trim_end_matches('/');
-    let state: serde_json::Value = mesos
-        .get(&format!("{master}/master/state"), &[])
+/// The bearer token of the kubeconfig's current user: its `token`, or the
+/// file its `tokenFile` names. Client certificates and exec plugins prove
+/// the user to the API server only, so they cannot be passed on.
+async fn bearer_token(kubeconfig: &Path) -> Result<String> {
+    let kc = Kubeconfig::read_from(kubeconfig).with_context(|| format!("reading {}", kubeconfig.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
         .await
-        .with_context(|| format!("asking the master at {master} where agent {agent_id} is"))?
-        .error_for_status()?
-        .json()
-        .await?;
-    let agents = state["slaves"].as_array().cloned().unwrap_or_default();
-    let a = agents
-        .iter()
-        .find(|a| a["id"].as_str() == Some(agent_id))
-        .with_context(|| format!("the master at {master} does not know agent {agent_id}"))?;
-    let pid = a["pid"].as_str().context("the master did not say where the agent serves")?;
-    let addr = pid.rsplit('@').next().unwrap_or(pid);
-    let scheme = if master.starts_with("https://") { "https" } else { "http" };
-    Ok(format!("{scheme}://{addr}"))
+        .with_context(|| format!("loading {}", kubeconfig.display()))?;
+    let auth = &config.auth_info;
+    if let Some(token) = &auth.token {
+        return Ok(token.expose_secret().trim().to_owned());
+    }
+    if let Some(file) = &auth.token_file {
+        let token =
+            std::fs::read_to_string(file).with_context(|| format!("reading the kubeconfig's tokenFile {file}"))?;
+        return Ok(token.trim().to_owned());
+    }
+    let has = if auth.exec.is_some() {
+        "an exec plugin"
+    } else if auth.client_certificate.is_some() || auth.client_certificate_data.is_some() {
+        "a client certificate"
+    } else if auth.auth_provider.is_some() {
+        "an auth provider"
+    } else if auth.username.is_some() {
+        "a user name and password"
+    } else {
+        "no credentials"
+    };
+    bail!(
+        "the current user of {} has {has}, not a bearer token: the log endpoint authenticates callers by a bearer token (`token` or `tokenFile` in the kubeconfig's user), checked by the API server; use a kubeconfig with one (`mpiswarm tenant add` writes such a kubeconfig)",
+        kubeconfig.display()
+    )
 }
 
-async fn task_ended(jobs: &Api<MpiJob>, name: &str, role: TaskRole) -> Result<bool> {
+/// The log endpoint's URL as the controller recorded it.
+async fn recorded_url(client: &kube::Client, namespace: &str) -> Result<String> {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let cm = match cms.get_opt(CONFIG_MAP).await {
+        Ok(cm) => cm,
+        Err(kube::Error::Api(e)) if e.code == 403 => bail!(
+            "you may not read ConfigMap {namespace}/{CONFIG_MAP}, where the controller records its log endpoint ({}): ask an operator for access (`mpiswarm tenant add` grants it to tenants), or pass --logs-url",
+            e.message
+        ),
+        Err(e) => return Err(e).with_context(|| format!("reading ConfigMap {namespace}/{CONFIG_MAP}")),
+    };
+    let cm = cm.with_context(|| {
+        format!("no ConfigMap {CONFIG_MAP} in namespace {namespace}: is the controller running and subscribed (or is it in another namespace: --controller-namespace)?")
+    })?;
+    let url = cm.data.unwrap_or_default().get(LOGS_URL_KEY).cloned().with_context(|| {
+        format!("the controller records no log endpoint in ConfigMap {namespace}/{CONFIG_MAP} ({LOGS_URL_KEY}): it runs without --logs-listen; pass --logs-url if it serves one elsewhere")
+    })?;
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
+/// Whether there is no more output to wait for: the job finished, or (for
+/// the launcher) the launcher ended.
+async fn task_ended(jobs: &Api<MpiJob>, name: &str, launcher: bool) -> Result<bool> {
     let job = jobs.get(name).await?;
     let st = job.status.unwrap_or_default();
     if st.phase.is_some_and(mpiswarm_crds::Phase::is_finished) {
         return Ok(true);
     }
-    Ok(role == TaskRole::Launcher
+    Ok(launcher
         && st
             .launcher
             .and_then(|l| l.state)

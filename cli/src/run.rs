@@ -49,11 +49,16 @@ pub struct StatusArgs {
 }
 
 impl Target {
-    pub async fn client(&self) -> Result<(kube::Client, String)> {
-        let kubeconfig = match &self.kubeconfig {
+    /// `--kubeconfig`, or the local stack's.
+    pub fn kubeconfig_path(&self) -> Result<PathBuf> {
+        Ok(match &self.kubeconfig {
             Some(k) => k.clone(),
             None => stack::running(&self.data_dir)?.kubeconfig,
-        };
+        })
+    }
+
+    pub async fn client(&self) -> Result<(kube::Client, String)> {
+        let kubeconfig = self.kubeconfig_path()?;
         let client = mpiswarm_controller::client(Some(&kubeconfig)).await?;
         let ns = self.namespace.clone().unwrap_or_else(|| client.default_namespace().to_owned());
         Ok((client, ns))

@@ -1,9 +1,13 @@
-//! `mpiswarm logs` against an offer layer secured as it is off loopback:
+//! `mpiswarm logs` against a control plane secured as it is off loopback:
 //! the master serves TLS and requires credentials, the real node agent on
-//! the Docker engine serves `/files/read` over TLS. The binary reads a
-//! finished job's output through them with `--ca-file` and a credential,
-//! and without either it fails saying what is missing. Needs the rank
-//! image of `make images`; fails (never skips) without it.
+//! the Docker engine serves `/files/read` over TLS, and the controller
+//! serves its log endpoint over TLS and reads the output from the agent
+//! with its own credential. The binary, holding only a kubeconfig with a
+//! bearer token and the endpoint's CA (`--ca-file`), prints a finished
+//! job's output; without the CA, or with another, it fails naming the
+//! endpoint; a kubeconfig without a bearer token is refused saying what it
+//! has instead. Needs the rank image of `make images`; fails (never skips)
+//! without it.
 
 #[path = "../../controller/tests/common/mod.rs"]
 mod common;
@@ -14,13 +18,11 @@ use common::{COMMAND_DEADLINE, Stack, job_yaml, program, require_image};
 use mpiswarm_crds::Phase;
 use mpiswarm_testkit::{TestPki, output_within};
 
-fn logs(s: &Stack, job: &str, flags: &[&std::ffi::OsStr]) -> Output {
+fn logs(kubeconfig: &std::path::Path, job: &str, flags: &[&std::ffi::OsStr]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpiswarm"));
-    cmd.args(["logs", job]).arg("--kubeconfig").arg(&s.api.kubeconfig).args(flags);
+    cmd.args(["logs", job]).arg("--kubeconfig").arg(kubeconfig).args(flags);
     // The flags under test must come from the command line only.
-    for var in
-        ["MPISWARM_CA_FILE", "MPISWARM_CREDENTIAL", "MPISWARM_PRINCIPAL", "MPISWARM_SECRET_FILE", "MPISWARM_MASTER"]
-    {
+    for var in ["MPISWARM_LOGS_CA_FILE", "MPISWARM_LOGS_URL"] {
         cmd.env_remove(var);
     }
     output_within(cmd, None, COMMAND_DEADLINE)
@@ -31,50 +33,39 @@ fn text(o: &Output) -> (String, String) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn logs_are_read_through_a_tls_offer_layer_and_agent_with_credentials_and_refused_without() {
+async fn logs_are_read_through_the_controllers_tls_endpoint_with_a_bearer_token_and_refused_otherwise() {
     require_image("mpiswarm/openmpi:0.1.0");
     let pki = TestPki::new();
     let s = Stack::start_secure_docker(&pki).await;
     assert!(s.offers.url().starts_with("https://"), "{}", s.offers.url());
+    let (_, url) = s.controller.as_ref().and_then(|c| c.logs.clone()).expect("the controller serves /logs");
+    assert!(url.starts_with("https://"), "{url}");
     s.kubectl_ok(&["apply", "-f", "-"], Some(&job_yaml("secured", 2, 0.5, &program("echo output-behind-tls"), "")));
     s.until_phase("secured", Phase::Succeeded).await;
 
-    let credential = pki.secret_file("logs-credential", "mpiswarm s3cret");
-    let (ca, cred) = (pki.ca_file.as_os_str(), credential.as_os_str());
-    let read = logs(&s, "secured", &["--ca-file".as_ref(), ca, "--credential".as_ref(), cred]);
+    let kubeconfig = s.api.kubeconfig.clone();
+    let ca = pki.ca_file.as_os_str();
+    let read = logs(&kubeconfig, "secured", &["--ca-file".as_ref(), ca]);
     let (out, err) = text(&read);
     assert!(read.status.success(), "mpiswarm logs failed: {err}");
     assert_eq!(out.matches("output-behind-tls").count(), 2, "one line per rank: {out:?}");
 
-    // The same with a principal and a secret file.
-    let secret = pki.secret_file("logs-secret", "s3cret");
-    let read = logs(
-        &s,
-        "secured",
-        &[
-            "--ca-file".as_ref(),
-            ca,
-            "--principal".as_ref(),
-            "mpiswarm".as_ref(),
-            "--secret-file".as_ref(),
-            secret.as_os_str(),
-        ],
-    );
-    assert!(read.status.success() && text(&read).0.contains("output-behind-tls"), "{:?}", text(&read));
-
-    let anonymous = logs(&s, "secured", &["--ca-file".as_ref(), ca]);
-    let (_, err) = text(&anonymous);
-    assert!(!anonymous.status.success(), "read without credentials");
-    assert!(err.contains("401") && err.contains("--credential"), "the error says what to pass: {err}");
-
-    let wrong = pki.secret_file("wrong-credential", "mpiswarm not-the-secret");
-    let refused = logs(&s, "secured", &["--ca-file".as_ref(), ca, "--credential".as_ref(), wrong.as_os_str()]);
-    let (_, err) = text(&refused);
-    assert!(!refused.status.success() && err.contains("refused principal \"mpiswarm\""), "{err}");
-
-    let untrusted =
-        logs(&s, "secured", &["--ca-file".as_ref(), pki.other_ca_file.as_os_str(), "--credential".as_ref(), cred]);
+    let untrusted = logs(&kubeconfig, "secured", &["--ca-file".as_ref(), pki.other_ca_file.as_os_str()]);
     let (_, err) = text(&untrusted);
-    assert!(!untrusted.status.success(), "a server signed by another CA was trusted");
-    assert!(err.contains("/master/state"), "the error names what could not be reached: {err}");
+    assert!(!untrusted.status.success(), "an endpoint signed by another CA was trusted");
+    assert!(err.contains(&url), "the error names the endpoint: {err}");
+    let public_roots = logs(&kubeconfig, "secured", &[]);
+    assert!(!public_roots.status.success(), "a private CA's endpoint was trusted without --ca-file");
+
+    // A kubeconfig whose user proves itself otherwise than by a bearer token.
+    let admin = std::fs::read_to_string(&kubeconfig).expect("the admin kubeconfig");
+    let token = s.api.token.clone();
+    let certificate = admin.replace(&format!("token: {token}"), "client-certificate-data: Y2VydA==");
+    assert_ne!(certificate, admin, "the admin kubeconfig holds its token as `token: ...`");
+    let other = s.dir.path().join("certificate.kubeconfig");
+    std::fs::write(&other, certificate).expect("kubeconfig");
+    let refused = logs(&other, "secured", &["--ca-file".as_ref(), ca]);
+    let (_, err) = text(&refused);
+    assert!(!refused.status.success(), "read without a bearer token");
+    assert!(err.contains("a client certificate, not a bearer token"), "{err}");
 }

@@ -3,8 +3,11 @@
 //! and exits 0 (twice in a row: a finished job is replaced), a failing job
 //! exits 1 with the launcher's last lines and the reason, an invalid file
 //! exits 2 naming the field, `mpiswarm logs` reads the launcher's output
-//! from its agent, and `mpiswarm down` stops the stack and leaves no Swarm
-//! object of it behind. Needs the images of `make images`.
+//! through the controller's log endpoint (with the admin kubeconfig, and
+//! with a tenant's from `mpiswarm tenant add`, which reads its own job's
+//! output while another tenant is refused it, naming the rule), and
+//! `mpiswarm down` stops the stack and leaves no Swarm object of it behind.
+//! Needs the images of `make images`.
 
 mod up;
 
@@ -72,6 +75,7 @@ fn up_run_logs_and_down_through_the_binary() {
     }
     let logs = mpiswarm(&["logs", "pi"], data);
     assert!(logs.status.success() && text(&logs).0.contains("ranks: 4"), "{:?}", text(&logs));
+    tenants_read_their_own_logs_only(data);
 
     let failing = job_file(
         data,
@@ -116,5 +120,58 @@ fn up_run_logs_and_down_through_the_binary() {
         }
         assert!(started.elapsed() < DEADLINE, "left behind after down: {left:?}");
         std::thread::sleep(Duration::from_millis(500)); // Swarm removes containers asynchronously
+    }
+}
+
+/// Two tenants made by `mpiswarm tenant add`: team-a runs a job in its
+/// namespace under its role and reads its output with `mpiswarm logs` and
+/// its own kubeconfig; team-b, asking for the same job, is refused by the
+/// log endpoint with the rule that refused it.
+fn tenants_read_their_own_logs_only(data: &Path) {
+    for team in ["team-a", "team-b"] {
+        let added = mpiswarm(&["tenant", "add", team], data);
+        assert!(added.status.success(), "tenant add {team}: {:?}", text(&added));
+    }
+    let kubeconfig = |team: &str| data.join("tenants").join(format!("{team}.kubeconfig"));
+    let job = job_file(
+        data,
+        "team-a-job",
+        "  image: mpiswarm/openmpi:0.1.0\n  command: [sh, -c, 'echo output-of-team-a']\n  ranks: 1\n  role: team-a\n  resources: {cpus: 0.25, memory: 64Mi}\n",
+    );
+    let kubectl = |team: &str, args: &[&str]| {
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--kubeconfig").arg(kubeconfig(team)).args(args);
+        run(cmd)
+    };
+    // The API server reads the token file again when it changes, within seconds.
+    let added = Instant::now();
+    for team in ["team-a", "team-b"] {
+        loop {
+            let whoami = kubectl(team, &["auth", "whoami"]);
+            if whoami.status.success() {
+                break;
+            }
+            assert!(added.elapsed() < Duration::from_secs(30), "{team}'s token is not taken: {:?}", text(&whoami));
+            std::thread::sleep(Duration::from_millis(500)); // the server's file watcher gives no event to await
+        }
+    }
+    let applied = kubectl("team-a", &["apply", "-f", job.to_str().expect("utf-8 path")]);
+    assert!(applied.status.success(), "{:?}", text(&applied));
+    let done = kubectl("team-a", &["wait", "--for=condition=Succeeded", "mpijob/team-a-job", "--timeout=150s"]);
+    assert!(done.status.success(), "team-a's job did not succeed: {:?}", text(&done));
+
+    let a = kubeconfig("team-a");
+    let own = mpiswarm(&["logs", "team-a-job", "--kubeconfig", a.to_str().expect("utf-8 path")], data);
+    let (out, err) = text(&own);
+    assert!(own.status.success() && out.contains("output-of-team-a"), "team-a reads its own job: {out}\n{err}");
+
+    let b = kubeconfig("team-b");
+    let other =
+        mpiswarm(&["logs", "team-a-job", "-n", "team-a", "--kubeconfig", b.to_str().expect("utf-8 path")], data);
+    let (out, err) = text(&other);
+    assert!(!other.status.success(), "team-b read team-a's output: {out}");
+    assert!(!out.contains("output-of-team-a"), "{out}");
+    for part in ["403", "User \"team-b\"", "cannot get", "mpijobs/log", "namespace \"team-a\""] {
+        assert!(err.contains(part), "the refusal names {part}: {err}");
     }
 }

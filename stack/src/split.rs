@@ -180,6 +180,7 @@ async fn start_all(
     up::say_agents(args, &agents);
 
     let controller = stack::reuse_or_any(before.map(|b| b.controller.port()));
+    let logs_listen = stack::reuse_or_any(before.and_then(|b| b.controller_logs).map(|a| a.port()));
     let controller_cli = vec![
         "controller".to_owned(),
         "--kubeconfig".into(),
@@ -188,6 +189,8 @@ async fn start_all(
         offers.clone(),
         "--listen".into(),
         controller.to_string(),
+        "--logs-listen".into(),
+        logs_listen.to_string(),
         "--identity".into(),
         CONTROLLER_IDENTITY.into(),
         "--lease-seconds".into(),
@@ -206,6 +209,7 @@ async fn start_all(
         offers,
         agents,
         controller,
+        controller_logs: Some(logs_listen),
         operator_credential: Some(crate::credentials::credential_file(dir, crate::credentials::OPERATOR)),
         components: procs.iter().map(|p| p.component.clone()).collect(),
     };

@@ -27,6 +27,11 @@ pub struct StackFile {
     /// Every node agent's HTTP address (one per node).
     pub agents: Vec<SocketAddr>,
     pub controller: SocketAddr,
+    /// The controller's log endpoint (`--logs-listen`, on loopback): where
+    /// `mpiswarm logs` reads tenants' output; its URL is also in the
+    /// controller's framework ConfigMap (`logsUrl`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller_logs: Option<SocketAddr>,
     /// The operator's credential file (`crate::credentials`): how `logs`
     /// and the tests authenticate to the offer layer and the agents.
     #[serde(default, skip_serializing_if = "Option::is_none")]

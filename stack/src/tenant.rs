@@ -13,7 +13,16 @@
 //!   logs, and the events that tell their story) and a RoleBinding of it to
 //!   the user;
 //! - a kubeconfig (`DATA/tenants/NAME.kubeconfig`, 0600) with the token,
-//!   the API server and its CA, and the namespace as the default.
+//!   the API server and its CA, and the namespace as the default;
+//! - once for all tenants: the Role [`DISCOVERY_ROLE`] in the controller's
+//!   namespace (`default` on `up`), which may `get` the one ConfigMap where
+//!   the controller records its log endpoint (`mpiswarm-framework`, by
+//!   `resourceNames`), bound to the group [`TENANT_GROUP`], so that
+//!   `mpiswarm logs` with a tenant's kubeconfig finds the endpoint. That
+//!   ConfigMap holds no secret (framework id, master URL, log endpoint URL);
+//!   a tenant may read nothing else there. One binding to the group, not
+//!   one per user: what it grants is the same for every tenant, and a
+//!   tenant whose token goes loses it with the token.
 //!
 //! What the role may hold of the cluster is the offer layer's quota
 //! (`mpiswarm up --quota ROLE=cpus:N;mem:M`); this command does not change it.
@@ -34,6 +43,8 @@ use crate::stack_file::{self, DEFAULT_DATA_DIR};
 pub const TENANT_GROUP: &str = "mpiswarm:tenants";
 /// The Role a tenant gets in its namespace.
 pub const TENANT_ROLE: &str = "mpiswarm-tenant";
+/// The Role that lets tenants find the controller's log endpoint.
+pub const DISCOVERY_ROLE: &str = "mpiswarm-tenant-discovery";
 /// The field manager of what this command applies.
 const MANAGER: &str = "mpiswarm-tenant";
 
@@ -82,6 +93,10 @@ pub struct AddArgs {
     /// The data dir of the running stack.
     #[arg(long, default_value = DEFAULT_DATA_DIR, env = "MPISWARM_DATA_DIR")]
     pub data_dir: PathBuf,
+    /// The controller's namespace (its lease namespace), where its framework
+    /// ConfigMap says where the log endpoint is.
+    #[arg(long, default_value = "default")]
+    pub controller_namespace: String,
 }
 
 /// What `tenant add` made.
@@ -151,11 +166,23 @@ pub async fn add(args: AddArgs) -> Result<Added> {
     role_api.patch(TENANT_ROLE, &apply, &Patch::Apply(&role)).await.map_err(kube_err("applying the Role"))?;
     let binding = tenant_binding(&namespace, &args.name);
     let binding_name = binding.metadata.name.clone().unwrap_or_default();
-    let bindings: Api<RoleBinding> = Api::namespaced(client, &namespace);
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), &namespace);
     bindings
         .patch(&binding_name, &apply, &Patch::Apply(&binding))
         .await
         .map_err(kube_err("applying the RoleBinding"))?;
+
+    let discovery = discovery_role(&args.controller_namespace);
+    let roles_there: Api<Role> = Api::namespaced(client.clone(), &args.controller_namespace);
+    roles_there
+        .patch(DISCOVERY_ROLE, &apply, &Patch::Apply(&discovery))
+        .await
+        .map_err(kube_err("applying the log endpoint's discovery Role"))?;
+    let bindings_there: Api<RoleBinding> = Api::namespaced(client, &args.controller_namespace);
+    bindings_there
+        .patch(DISCOVERY_ROLE, &apply, &Patch::Apply(&discovery_binding(&args.controller_namespace)))
+        .await
+        .map_err(kube_err("applying the log endpoint's discovery RoleBinding"))?;
 
     let out = kubeconfig_file(&args.data_dir, &args.name);
     let (name, ns) = (args.name.clone(), namespace.clone());
@@ -220,22 +247,50 @@ fn tenant_role(namespace: &str) -> Role {
     }
 }
 
+/// `get` on the controller's framework ConfigMap only, which says where the log endpoint is.
+fn discovery_role(namespace: &str) -> Role {
+    Role {
+        metadata: ObjectMeta {
+            name: Some(DISCOVERY_ROLE.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            ..ObjectMeta::default()
+        },
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec!["configmaps".to_owned()]),
+            resource_names: Some(vec![mpiswarm_controller::framework_id::CONFIG_MAP.to_owned()]),
+            verbs: vec!["get".to_owned()],
+            ..PolicyRule::default()
+        }]),
+    }
+}
+
+/// [`DISCOVERY_ROLE`] for every tenant (the group [`TENANT_GROUP`]).
+fn discovery_binding(namespace: &str) -> RoleBinding {
+    role_binding(namespace, DISCOVERY_ROLE, DISCOVERY_ROLE, "Group", TENANT_GROUP)
+}
+
 fn tenant_binding(namespace: &str, user: &str) -> RoleBinding {
+    role_binding(namespace, &format!("{TENANT_ROLE}-{user}"), TENANT_ROLE, "User", user)
+}
+
+/// The RoleBinding `name` in `namespace` of the Role `role` to one subject (`User` or `Group`).
+fn role_binding(namespace: &str, name: &str, role: &str, kind: &str, subject: &str) -> RoleBinding {
     RoleBinding {
         metadata: ObjectMeta {
-            name: Some(format!("{TENANT_ROLE}-{user}")),
+            name: Some(name.to_owned()),
             namespace: Some(namespace.to_owned()),
             ..ObjectMeta::default()
         },
         role_ref: RoleRef {
             api_group: Some("rbac.authorization.k8s.io".to_owned()),
             kind: "Role".to_owned(),
-            name: TENANT_ROLE.to_owned(),
+            name: role.to_owned(),
         },
         subjects: Some(vec![Subject {
             api_group: Some("rbac.authorization.k8s.io".to_owned()),
-            kind: "User".to_owned(),
-            name: user.to_owned(),
+            kind: kind.to_owned(),
+            name: subject.to_owned(),
             namespace: None,
         }]),
     }
@@ -335,6 +390,21 @@ mod tests {
         assert_eq!(merged_roles(None, &r(&["team-a"])), "team-a");
         assert_eq!(merged_roles(Some("batch, team-a"), &r(&["team-a", "gpu"])), "batch,team-a,gpu");
         assert_eq!(merged_roles(Some("*"), &r(&["team-a"])), "*");
+    }
+
+    #[test]
+    fn tenants_may_get_only_the_controllers_framework_config_map_in_its_namespace() {
+        let role = discovery_role("default");
+        assert_eq!(role.metadata.namespace.as_deref(), Some("default"));
+        let rules = role.rules.unwrap();
+        assert_eq!(rules.len(), 1);
+        assert_eq!(rules[0].verbs, ["get"]);
+        assert_eq!(rules[0].resources.as_deref(), Some(&["configmaps".to_owned()][..]));
+        assert_eq!(rules[0].resource_names.as_deref(), Some(&["mpiswarm-framework".to_owned()][..]));
+        let binding = discovery_binding("default");
+        let subjects = binding.subjects.unwrap();
+        assert_eq!((subjects[0].kind.as_str(), subjects[0].name.as_str()), ("Group", TENANT_GROUP));
+        assert_eq!(binding.role_ref.name, DISCOVERY_ROLE);
     }
 
     #[test]

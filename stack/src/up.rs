@@ -91,6 +91,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
     say_agents(&args, &agent_addrs);
 
     let controller_listen = stack_file::reuse_or_any(before.as_ref().map(|b| b.controller.port()));
+    let logs_listen = stack_file::reuse_or_any(before.as_ref().and_then(|b| b.controller_logs).map(|a| a.port()));
     let options = mpiswarm_controller::Options {
         master: offers.url(),
         credentials: Some(credentials::read(&dir, credentials::CONTROLLER)?.into_pair()),
@@ -99,6 +100,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         identity: format!("up-{}", std::process::id()),
         lease_seconds: LEASE_SECONDS,
         listen: controller_listen,
+        logs: Some(mpiswarm_controller::logs::LogsOptions { listen: logs_listen, url: None, tls: None }),
         settings: mpiswarm_controller::Settings::default(),
     };
     let controller = mpiswarm_controller::start(client, options).await.map_err(|e| started(Part::Controller, e))?;
@@ -111,6 +113,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         offers: offers.url(),
         agents: agent_addrs,
         controller: controller.addr,
+        controller_logs: controller.logs.as_ref().map(|(addr, _)| *addr),
         operator_credential: Some(credentials::credential_file(&dir, credentials::OPERATOR)),
         components: Vec::new(),
     };
