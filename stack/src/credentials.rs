@@ -6,9 +6,9 @@
 //!
 //! | principal | may |
 //! |---|---|
-//! | `mpiswarm-controller` | register its framework in any role, read the operator endpoints, read agents' `/files` and `/state` |
+//! | `mpiswarm-controller` | register its framework in any role, read the operator endpoints, read agents' `/files` (for its log endpoint, which `mpiswarm logs` uses) and `/state` |
 //! | `mpiswarm-agent` | register as an agent (every node agent of the stack) |
-//! | `mpiswarm-operator` | read the operator endpoints, tear frameworks down, read agents' `/files` and `/state` (`mpiswarm logs`, `up` itself) |
+//! | `mpiswarm-operator` | read the operator endpoints, tear frameworks down, read agents' `/files` and `/state` (`up` itself, the tests) |
 //!
 //! Nothing else may do anything: the ACLs are not permissive. Blocking file
 //! work: `up` calls it before it starts serving.
