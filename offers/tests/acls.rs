@@ -228,6 +228,27 @@ async fn an_agent_reports_only_its_own_tasks_with_valid_resources() {
 }
 
 #[tokio::test]
+async fn a_reported_task_keeps_to_its_frameworks_roles() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_in(dir.path()).await;
+    let url = server.url();
+    let fw = subscribe_as(&url, "controller", info("controller", &["mpi"])).await.expect("registers");
+    let in_role = |task: &str, role: &str| {
+        let mut t = reported(task, "B-2", 0.25);
+        t.framework_id = fw.subscribed.framework_id.clone();
+        t.task_info.resources = vec![Resource::scalar("cpus", 0.25).allocated_to(role)];
+        t
+    };
+    // Its framework's role; another team's role; a name no role may have.
+    let tasks = vec![in_role("t-mpi", "mpi"), in_role("t-team-b", "team-b"), in_role("t-dotdot", "..")];
+    agent_subscribe(&url, "agent", agent_info(Some("B-2")), tasks).await.unwrap();
+    let state = state(&url).await;
+    let adopted: Vec<&str> =
+        state["frameworks"][0]["tasks"].as_array().unwrap().iter().filter_map(|t| t["id"].as_str()).collect();
+    assert_eq!(adopted, ["t-mpi"], "only the task in its framework's role: {state}");
+}
+
+#[tokio::test]
 async fn operator_endpoints_answer_operators_only() {
     let dir = tempfile::tempdir().unwrap();
     let server = start_in(dir.path()).await;

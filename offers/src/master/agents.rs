@@ -40,11 +40,30 @@ impl Master {
         reported.task_info.agent_id.value == id && self.tasks.get(&key).is_none_or(|t| t.agent_id.value == id)
     }
 
+    /// Why a reported task's role cannot be adopted: a role that is not a
+    /// valid role name, or one its framework, when the master knows it,
+    /// did not register in. Adopting it would charge another role (another
+    /// team's share and quota) for the task.
+    fn reported_role_refusal(&self, reported: &agent_api::ReportedTask) -> Option<&'static str> {
+        let framework = self.frameworks.get(&reported.framework_id.value);
+        let role = role_of(&reported.task_info, framework);
+        if role != "*" && mpiswarm_mesos::roles::validate_role(&role).is_err() {
+            return Some("its role is not a valid role name");
+        }
+        let known = framework.map(|f| &f.roles).filter(|roles| !roles.is_empty());
+        match known {
+            Some(roles) if !roles.contains(&role) => Some("its role is not one of its framework's roles"),
+            _ => None,
+        }
+    }
+
     /// Splits the tasks agent `id` reports into its own, which together
     /// (with their executors) fit in the agent's `total`, and the rest:
-    /// tasks of another agent, and live tasks past what the agent has (an
-    /// agent cannot run more than it offers; adopting them would let it
-    /// charge a framework's role for resources that do not exist).
+    /// tasks of another agent, tasks in a role their framework is not in
+    /// ([`Master::reported_role_refusal`]), and live tasks past what the
+    /// agent has (an agent cannot run more than it offers; adopting them
+    /// would let it charge a framework's role for resources that do not
+    /// exist).
     fn own_reported_tasks(
         &self,
         id: &str,
@@ -56,6 +75,10 @@ impl Master {
         for t in tasks {
             if !self.reported_task_is_of(&t, id) {
                 ignored.push((t, "it names another agent"));
+                continue;
+            }
+            if let Some(why) = self.reported_role_refusal(&t) {
+                ignored.push((t, why));
                 continue;
             }
             if !t.status.state.is_terminal() {
