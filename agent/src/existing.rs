@@ -154,12 +154,17 @@ pub enum NetworkRefusal {
     OtherJob { name: String, theirs: String, ours: String },
 }
 
+/// The only Swarm network driver a task may ask for or join: services can
+/// join only swarm-scoped networks, and only overlay gives MPI ranks one L3
+/// segment across nodes.
+pub const OVERLAY: &str = "overlay";
+
 const MANAGED_LABEL: &str = "mpiswarm.io/managed-by=mpiswarm-agent";
 
 /// Whether a task of `owner`'s job may join `existing`.
 pub fn check_network(existing: &ExistingNetwork, owner: &NetworkOwner) -> Result<(), NetworkRefusal> {
     let name = || existing.name.clone();
-    if (existing.driver != crate::plan::OVERLAY && !existing.driver.is_empty()) || existing.scope != "swarm" {
+    if (existing.driver != OVERLAY && !existing.driver.is_empty()) || existing.scope != "swarm" {
         return Err(NetworkRefusal::NotOverlay {
             name: name(),
             driver: existing.driver.clone(),

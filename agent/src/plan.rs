@@ -13,7 +13,7 @@ use base64::Engine as _;
 use mpiswarm_mesos::task::{ContainerType, DockerNetwork, VolumeMode};
 use mpiswarm_mesos::{ExecutorId, FrameworkId, TaskId, TaskInfo};
 
-use crate::existing::NetworkOwner;
+use crate::existing::{NetworkOwner, OVERLAY};
 use crate::labels;
 use crate::mounts::{HostPaths, MountError, MountPlan, VolumeOptions, mounts};
 
@@ -177,11 +177,6 @@ pub struct FilePlan {
     /// job on one node share their SSH key secret instead of duplicating it.
     pub object_name: String,
 }
-
-/// The only Swarm network driver a task may ask for: services can join only
-/// swarm-scoped networks, and only overlay gives MPI ranks one L3 segment
-/// across nodes.
-pub const OVERLAY: &str = "overlay";
 
 impl TaskPlan {
     pub fn from_task_info(task: &TaskInfo, ctx: &LaunchContext<'_>) -> Result<Self, InvalidTask> {

@@ -5,9 +5,7 @@
 //! (`#[command(flatten)]`), `mpiswarm agent` flattens [`AgentMasterArgs`]
 //! and [`AgentCredentialArgs`]: the same flags in the agent's words (its
 //! environment variables are all `MPISWARM_AGENT_*`, and it registers with
-//! the master; [`Reworded`]). `mpiswarm logs` flattens [`LookupMasterArgs`]
-//! (no default master: it asks the one the controller recorded) and
-//! [`CredentialArgs`].
+//! the master; [`Reworded`]).
 //!
 //! It parses only: it opens no connection, and reads files only in
 //! [`MasterArgs::ca`] and [`CredentialArgs::read`].
@@ -179,68 +177,6 @@ impl Wording for AgentCredential {
 /// [`CredentialArgs`] as `mpiswarm agent` takes them.
 pub type AgentCredentialArgs = Reworded<AgentCredential>;
 
-/// [`MasterArgs`] for a command that asks a master only to find something
-/// out, and by default asks the one the controller recorded: `--master`
-/// has no default of its own there ([`LookupMasterArgs::given`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct LookupMasterArgs {
-    /// The flags; `master.url` is the default unless [`Self::given`] is `Some`.
-    pub master: MasterArgs,
-    given: bool,
-}
-
-impl LookupMasterArgs {
-    /// The master the user named (flag or `MPISWARM_MASTER`), if any.
-    pub fn given(&self) -> Option<&str> {
-        self.given.then_some(self.master.url.as_str())
-    }
-
-    fn reword(command: Command) -> Command {
-        command.mut_arg("master", |a| {
-            a.hide_default_value(true)
-                .help("The master to ask where agents are, instead of the one the controller recorded")
-        })
-    }
-
-    fn given_in(matches: &ArgMatches) -> bool {
-        matches.value_source("master").is_some_and(|s| s != clap::parser::ValueSource::DefaultValue)
-    }
-}
-
-impl Deref for LookupMasterArgs {
-    type Target = MasterArgs;
-
-    fn deref(&self) -> &MasterArgs {
-        &self.master
-    }
-}
-
-impl FromArgMatches for LookupMasterArgs {
-    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
-        Ok(Self { master: MasterArgs::from_arg_matches(matches)?, given: Self::given_in(matches) })
-    }
-
-    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
-        self.master.update_from_arg_matches(matches)?;
-        self.given |= Self::given_in(matches);
-        Ok(())
-    }
-}
-
-impl Args for LookupMasterArgs {
-    fn augment_args(command: Command) -> Command {
-        Self::reword(MasterArgs::augment_args(command))
-    }
-
-    fn augment_args_for_update(command: Command) -> Command {
-        Self::reword(MasterArgs::augment_args_for_update(command))
-    }
-
-    fn group_id() -> Option<clap::Id> {
-        MasterArgs::group_id()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,10 +196,9 @@ mod tests {
         credential: AgentCredentialArgs,
     }
 
+    /// A client in the plain words: `MPISWARM_*` variables.
     #[derive(Parser)]
-    struct Logs {
-        #[command(flatten)]
-        master: LookupMasterArgs,
+    struct Client {
         #[command(flatten)]
         credential: CredentialArgs,
     }
@@ -315,32 +250,14 @@ mod tests {
     }
 
     #[test]
-    fn logs_asks_the_recorded_master_unless_one_is_named_and_shows_no_default() {
-        let recorded = Logs::parse_from(["logs"]);
-        assert_eq!(recorded.master.given(), None);
-        let named = Logs::parse_from(["logs", "--master", "https://m:5050"]);
-        assert_eq!(named.master.given(), Some("https://m:5050"));
-        // Naming the default is naming a master too.
-        let default = Logs::parse_from(["logs", "--master", DEFAULT_MASTER]);
-        assert_eq!(default.master.given(), Some(DEFAULT_MASTER));
-        let command = Logs::command();
-        let master = command.get_arguments().find(|a| a.get_id() == "master").unwrap();
-        assert!(master.is_hide_default_value_set(), "logs' --help shows no default master");
-        assert_eq!(
-            declared::<Logs>("master").1.as_deref(),
-            Some("The master to ask where agents are, instead of the one the controller recorded")
-        );
-    }
-
-    #[test]
-    fn the_agent_and_logs_take_the_same_credential_flags_each_under_its_own_variables() {
+    fn the_agent_and_a_plain_client_take_the_same_credential_flags_each_under_its_own_variables() {
         for (flag, env) in [("principal", "PRINCIPAL"), ("secret_file", "SECRET_FILE"), ("credential", "CREDENTIAL")] {
-            assert_eq!(declared::<Logs>(flag).0, Some(format!("MPISWARM_{env}")), "{flag}");
+            assert_eq!(declared::<Client>(flag).0, Some(format!("MPISWARM_{env}")), "{flag}");
             assert_eq!(declared::<Agent>(flag).0, Some(format!("MPISWARM_AGENT_{env}")), "{flag}");
         }
-        let logs = Logs::parse_from(["logs", "--principal", "p", "--secret-file", "/s"]);
+        let client = Client::parse_from(["client", "--principal", "p", "--secret-file", "/s"]);
         let agent = Agent::parse_from(["agent", "--principal", "p", "--secret-file", "/s"]);
-        assert_eq!(logs.credential, *agent.credential);
+        assert_eq!(client.credential, *agent.credential);
         for both in [["--credential", "/c", "--principal", "p"], ["--credential", "/c", "--secret-file", "/s"]] {
             let err = Agent::try_parse_from(["agent"].into_iter().chain(both)).err().expect("refused");
             assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict, "{both:?}: {err}");
