@@ -129,7 +129,7 @@ pub async fn agent_commands(
             "--listen".into(),
             port(0).to_string(),
             "--credential".into(),
-            text(&credentials::credential_file(dir, credentials::AGENT))?,
+            text(&credentials::credential_file(dir, &credentials::agent_principal(0)))?,
             "--http-credentials".into(),
             text(&credentials::agent_readers(dir))?,
         ];
@@ -157,7 +157,7 @@ pub async fn agent_commands(
             "--listen".into(),
             port(i).to_string(),
             "--credential".into(),
-            text(&credentials::credential_file(dir, credentials::AGENT))?,
+            text(&credentials::credential_file(dir, &credentials::agent_principal(i)))?,
             "--http-credentials".into(),
             text(&credentials::agent_readers(dir))?,
         ];

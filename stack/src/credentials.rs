@@ -7,7 +7,7 @@
 //! | principal | may |
 //! |---|---|
 //! | `mpiswarm-controller` | register its framework in any role, read the operator endpoints, read agents' `/files` (for its log endpoint, which `mpiswarm logs` uses) and `/state` |
-//! | `mpiswarm-agent` | register as an agent (every node agent of the stack) |
+//! | `mpiswarm-agent-N` | register as an agent: node agent N (1, 2, ...) of the stack, each its own principal, so that one agent cannot re-register as another (the offer layer binds an agent id to the principal that registered it) |
 //! | `mpiswarm-operator` | read the operator endpoints, tear frameworks down, read agents' `/files` and `/state` (`up` itself, the tests) |
 //!
 //! Nothing else may do anything: the ACLs are not permissive. Blocking file
@@ -20,8 +20,15 @@ use mpiswarm_mesos::credential::Credential;
 use crate::error::{FileAction, Result, StackError, file};
 
 pub const CONTROLLER: &str = "mpiswarm-controller";
+/// The prefix of the agents' principals ([`agent_principal`]).
 pub const AGENT: &str = "mpiswarm-agent";
 pub const OPERATOR: &str = "mpiswarm-operator";
+
+/// The principal of the stack's agent `index` (0-based; the node agents
+/// in the order `up` starts them): `mpiswarm-agent-1`, `-2`, ...
+pub fn agent_principal(index: usize) -> String {
+    format!("{AGENT}-{}", index + 1)
+}
 
 /// Where the credentials of the stack in `data_dir` are.
 pub fn dir(data_dir: &Path) -> PathBuf {
@@ -48,15 +55,17 @@ pub fn agent_readers(data_dir: &Path) -> PathBuf {
     dir(data_dir).join("agent-readers.json")
 }
 
-/// The ACLs `up` gives its offer layer (see the module's table).
-pub fn acls_json() -> serde_json::Value {
+/// The ACLs `up` gives its offer layer for a stack of `agents` agents (see
+/// the module's table).
+pub fn acls_json(agents: usize) -> serde_json::Value {
     let only = |names: &[&str]| serde_json::json!({"values": names});
+    let agent_principals: Vec<String> = (0..agents).map(agent_principal).collect();
     let any = serde_json::json!({"type": "ANY"});
     serde_json::json!({
         "permissive": false,
         "register_frameworks": [{"principals": only(&[CONTROLLER]), "roles": any}],
         "teardown_frameworks": [{"principals": only(&[OPERATOR]), "framework_principals": any}],
-        "register_agents": [{"principals": only(&[AGENT]), "agents": any}],
+        "register_agents": [{"principals": {"values": agent_principals}, "agents": any}],
         "get_endpoints": [{"principals": only(&[OPERATOR, CONTROLLER]), "paths": any}],
     })
 }
@@ -72,13 +81,16 @@ fn write(path: &Path, value: &serde_json::Value) -> Result<()> {
     file(FileAction::Writing, path, mpiswarm_guard::private::write(path, &text))
 }
 
-/// Makes (once) and reads the credentials of the stack in `data_dir`, and
-/// writes the offer layer's and the agents' files from them.
-pub fn ensure(data_dir: &Path) -> Result<()> {
+/// Makes (once) and reads the credentials of the stack in `data_dir` with
+/// `agents` agents, and writes the offer layer's and the agents' files from
+/// them.
+pub fn ensure(data_dir: &Path, agents: usize) -> Result<()> {
     let d = dir(data_dir);
     file(FileAction::Creating, &d, mpiswarm_guard::private::dir(&d))?;
     let mut all = Vec::new();
-    for principal in [CONTROLLER, AGENT, OPERATOR] {
+    let agent_principals: Vec<String> = (0..agents).map(agent_principal).collect();
+    let principals = [CONTROLLER, OPERATOR].into_iter().chain(agent_principals.iter().map(String::as_str));
+    for principal in principals {
         let path = credential_file(data_dir, principal);
         let credential = match read(data_dir, principal) {
             Ok(c) => c,
@@ -96,9 +108,9 @@ pub fn ensure(data_dir: &Path) -> Result<()> {
         &offers_credentials(data_dir),
         &serde_json::json!({"credentials": all.iter().map(listed).collect::<Vec<_>>()}),
     )?;
-    let readers: Vec<_> = all.iter().filter(|c| c.principal != AGENT).map(listed).collect();
+    let readers: Vec<_> = all.iter().filter(|c| !agent_principals.contains(&c.principal)).map(listed).collect();
     write(&agent_readers(data_dir), &serde_json::json!({"credentials": readers}))?;
-    write(&offers_acls(data_dir), &acls_json())
+    write(&offers_acls(data_dir), &acls_json(agents))
 }
 
 /// The credential of `principal` in the stack of `data_dir`.
@@ -125,13 +137,14 @@ mod tests {
     #[test]
     fn made_once_private_and_kept_across_restarts() {
         let data = tempfile::tempdir().unwrap();
-        ensure(data.path()).unwrap();
+        ensure(data.path(), 2).unwrap();
         let first = read(data.path(), CONTROLLER).unwrap().secret;
         assert_eq!(first.len(), 64);
         assert_eq!(mode(&dir(data.path())), 0o700);
         for f in [
             credential_file(data.path(), CONTROLLER),
-            credential_file(data.path(), AGENT),
+            credential_file(data.path(), "mpiswarm-agent-1"),
+            credential_file(data.path(), "mpiswarm-agent-2"),
             credential_file(data.path(), OPERATOR),
             offers_credentials(data.path()),
             offers_acls(data.path()),
@@ -139,36 +152,46 @@ mod tests {
         ] {
             assert_eq!(mode(&f), 0o600, "{}", f.display());
         }
-        ensure(data.path()).unwrap();
+        ensure(data.path(), 2).unwrap();
         assert_eq!(read(data.path(), CONTROLLER).unwrap().secret, first, "kept, not made again");
-        assert_ne!(read(data.path(), AGENT).unwrap().secret, first, "each principal has its own secret");
+        let (one, two) =
+            (read(data.path(), "mpiswarm-agent-1").unwrap(), read(data.path(), "mpiswarm-agent-2").unwrap());
+        assert!(one.secret != first && one.secret != two.secret, "each principal has its own secret");
         let listed = mpiswarm_mesos::credential::read_credentials(&offers_credentials(data.path())).unwrap();
-        assert_eq!(listed.len(), 3);
+        assert_eq!(listed.len(), 4);
         let readers = mpiswarm_mesos::credential::read_credentials(&agent_readers(data.path())).unwrap();
-        assert!(readers.contains_key(OPERATOR) && readers.contains_key(CONTROLLER) && !readers.contains_key(AGENT));
+        assert_eq!(
+            readers.keys().map(String::as_str).collect::<Vec<_>>(),
+            [CONTROLLER, OPERATOR],
+            "no agent reads agents"
+        );
     }
 
     #[test]
     fn the_acls_parse_and_let_each_principal_do_only_its_part() {
         use mpiswarm_offers::acl::{Acls, Action};
-        let acls = Acls::parse(&acls_json().to_string()).unwrap();
+        let acls = Acls::parse(&acls_json(2).to_string()).unwrap();
         let state = Action::GetEndpoint { path: "/master/state" };
+        let agent = agent_principal(1);
+        assert_eq!(agent, "mpiswarm-agent-2");
         assert!(acls.authorize(Some(CONTROLLER), &Action::RegisterFramework { role: "team-a" }).is_ok());
-        assert!(acls.authorize(Some(AGENT), &Action::RegisterFramework { role: "team-a" }).is_err());
-        assert!(acls.authorize(Some(AGENT), &Action::RegisterAgent).is_ok());
+        assert!(acls.authorize(Some(&agent), &Action::RegisterFramework { role: "team-a" }).is_err());
+        assert!(acls.authorize(Some(&agent), &Action::RegisterAgent).is_ok());
+        assert!(acls.authorize(Some(&agent_principal(2)), &Action::RegisterAgent).is_err(), "no third agent");
+        assert!(acls.authorize(Some(AGENT), &Action::RegisterAgent).is_err(), "the shared principal of old is gone");
         assert!(acls.authorize(Some(CONTROLLER), &Action::RegisterAgent).is_err());
         assert!(acls.authorize(Some(OPERATOR), &state).is_ok());
-        assert!(acls.authorize(Some(AGENT), &state).is_err());
+        assert!(acls.authorize(Some(&agent), &state).is_err());
         assert!(acls.authorize(None, &state).is_err());
     }
 
     #[test]
     fn a_damaged_credential_file_is_an_error_naming_it_not_replaced() {
         let data = tempfile::tempdir().unwrap();
-        ensure(data.path()).unwrap();
-        let path = credential_file(data.path(), AGENT);
+        ensure(data.path(), 1).unwrap();
+        let path = credential_file(data.path(), &agent_principal(0));
         std::fs::write(&path, "{").unwrap();
-        let e = ensure(data.path()).unwrap_err().to_string();
+        let e = ensure(data.path(), 1).unwrap_err().to_string();
         assert!(e.contains(&path.display().to_string()), "{e}");
     }
 }

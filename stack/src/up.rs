@@ -47,7 +47,9 @@ pub async fn run(args: UpArgs) -> Result<()> {
         return Err(StackError::AlreadyRunning { dir, pid: other.pid });
     }
     let before = stack_file::previous(&dir);
-    credentials::ensure(&dir)?;
+    // One principal per agent: one per node with --nodes, else the one.
+    let agents = args.nodes.nodes.map_or(1, |n| n as usize);
+    credentials::ensure(&dir, agents)?;
 
     nodes::check(&args.nodes)?;
     if !args.no_build {
