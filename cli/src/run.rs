@@ -44,6 +44,10 @@ pub struct RunArgs {
 pub struct StatusArgs {
     /// One job (default: every job of the namespace).
     pub job: Option<String>,
+    /// Namespace of the controller's framework ConfigMap, where it records
+    /// the roles' quota.
+    #[arg(long, default_value = "default")]
+    pub controller_namespace: String,
     #[command(flatten)]
     pub target: Target,
 }
@@ -186,6 +190,8 @@ pub async fn status(args: StatusArgs) -> Result<()> {
         Some(name) => vec![jobs.get_opt(name).await?.with_context(|| format!("no MpiJob {name} in namespace {ns}"))?],
         None => jobs.list(&Default::default()).await?.items,
     };
+    let roles: std::collections::BTreeSet<String> = list.iter().map(|j| j.spec.role.clone()).collect();
+    let quotas = recorded_quotas(&client, &args.controller_namespace).await;
     let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client, &ns);
     for job in list {
         println!("{}", describe(&job));
@@ -208,7 +214,24 @@ pub async fn status(args: StatusArgs) -> Result<()> {
             }
         }
     }
+    // Each listed job's role against its quota, as the controller last read it.
+    for (role, quota) in quotas.iter().filter(|(role, _)| roles.contains(*role)) {
+        println!("quota {}", mpiswarm_controller::quota_record::describe(role, quota));
+    }
     Ok(())
+}
+
+/// The roles' quota the controller records in its framework ConfigMap;
+/// none when the ConfigMap is not there or not readable (a cluster
+/// without quota, or a user without the read: the jobs' status is still
+/// shown).
+async fn recorded_quotas(client: &kube::Client, namespace: &str) -> mpiswarm_controller::quota_record::Quotas {
+    use mpiswarm_controller::framework_id::CONFIG_MAP;
+    use mpiswarm_controller::quota_record::QUOTAS_KEY;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let Ok(Some(cm)) = cms.get_opt(CONFIG_MAP).await else { return Default::default() };
+    let text = cm.data.and_then(|d| d.get(QUOTAS_KEY).cloned()).unwrap_or_default();
+    serde_json::from_str(&text).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ use crate::error::{Error, SubscriptionEnded};
 use crate::framework_id::FrameworkIdStore;
 use crate::gang::{GangBook, Stage};
 use crate::names::TaskName;
+use crate::quota_record;
 use crate::round::{self, Fate, Owner, StartedGang};
 
 /// How to reach the master and who we are to it.
@@ -61,7 +62,7 @@ pub async fn run(
 ) -> Result<(), Error> {
     let client = SchedulerClient::new(&config.master, config.credentials.clone()).trusting(config.ca.as_ref());
     let quota = Endpoint::new(&config.master, "/quota", config.credentials.clone()).trusting(config.ca.as_ref());
-    tokio::spawn(read_quota(ctx.clone(), quota, shutdown.clone()));
+    tokio::spawn(read_quota(ctx.clone(), quota, config.framework_ids.clone(), shutdown.clone()));
     let backoff = Backoff { initial: Duration::from_millis(200), max: Duration::from_secs(5) };
     let mut roles: BTreeSet<String> = BTreeSet::from(["*".to_owned()]);
     let mut attempt = 0u32;
@@ -113,17 +114,26 @@ pub async fn run(
 
 /// How often the offer layer's quota limits are read.
 const QUOTA_EVERY: Duration = Duration::from_secs(10);
-/// How long one read of them may take.
+/// How long one read of them (or one write of their record) may take.
 const QUOTA_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the quota record is written even when it did not change.
+const QUOTA_REPUBLISH_EVERY: Duration = Duration::from_secs(120);
 
 /// Reads the master's quota limits (`GET /quota`) into the books every
 /// [`QUOTA_EVERY`], beside the event loop so that a slow answer stalls
 /// nothing; the offer rounds tell a job larger than its role's limit so.
 /// A master that does not answer (an older one, or ACLs that keep the
 /// controller from `/quota`) leaves the last limits read, and is warned of
-/// once until it answers again.
-async fn read_quota(ctx: Arc<Context>, endpoint: Endpoint, mut shutdown: watch::Receiver<bool>) {
+/// once until it answers again. Each read is also published for
+/// `mpiswarm status` ([`quota_record`]) when it changed.
+async fn read_quota(
+    ctx: Arc<Context>,
+    endpoint: Endpoint,
+    record: FrameworkIdStore,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let mut failing = false;
+    let mut published: Option<(quota_record::Quotas, tokio::time::Instant)> = None;
     while !*shutdown.borrow() {
         match endpoint.get_json::<QuotaStatus>(QUOTA_TIMEOUT).await {
             Ok(status) => {
@@ -132,6 +142,21 @@ async fn read_quota(ctx: Arc<Context>, endpoint: Endpoint, mut shutdown: watch::
                     tracing::info!(?limits, "the offer layer's quota limits");
                 }
                 failing = false;
+                let quotas = quota_record::from_status(&status);
+                // When it changed, and again now and then (the ConfigMap
+                // may have been removed with a framework id the master forgot).
+                let due = published
+                    .as_ref()
+                    .is_none_or(|(last, at)| *last != quotas || at.elapsed() >= QUOTA_REPUBLISH_EVERY);
+                if due && !(quotas.is_empty() && published.is_none()) {
+                    match tokio::time::timeout(QUOTA_TIMEOUT, record.save_quotas(&quotas)).await {
+                        Ok(Ok(())) => published = Some((quotas, tokio::time::Instant::now())),
+                        Ok(Err(e)) => {
+                            tracing::warn!(error = %e, "cannot publish the roles' quota in the framework ConfigMap")
+                        }
+                        Err(_) => tracing::warn!("publishing the roles' quota in the framework ConfigMap timed out"),
+                    }
+                }
             }
             Err(e) if !failing => {
                 tracing::warn!(error = %e, "cannot read the offer layer's quota limits; keeping the last ones read");

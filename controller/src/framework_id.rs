@@ -22,6 +22,9 @@ pub const LOGS_URL_KEY: &str = "logsUrl";
 /// The ConfigMap's name, in the controller's lease namespace.
 pub const CONFIG_MAP: &str = "mpiswarm-framework";
 
+/// The field manager of the quota record's writes.
+const QUOTAS_MANAGER: &str = "mpiswarm-controller-quotas";
+
 #[derive(Clone)]
 pub struct FrameworkIdStore {
     api: Api<ConfigMap>,
@@ -64,6 +67,20 @@ impl FrameworkIdStore {
         value["apiVersion"] = "v1".into();
         value["kind"] = "ConfigMap".into();
         self.api.patch(&self.name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&value)).await?;
+        Ok(())
+    }
+
+    /// Publishes the roles' quota record ([`crate::quota_record`]) in the
+    /// same ConfigMap, under a field manager of its own, so that this write
+    /// and [`Self::save`] never remove each other's keys.
+    pub async fn save_quotas(&self, quotas: &crate::quota_record::Quotas) -> Result<(), Error> {
+        let value = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": self.name},
+            "data": {crate::quota_record::QUOTAS_KEY: serde_json::to_string(quotas)?},
+        });
+        self.api.patch(&self.name, &PatchParams::apply(QUOTAS_MANAGER).force(), &Patch::Apply(&value)).await?;
         Ok(())
     }
 

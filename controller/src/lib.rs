@@ -34,6 +34,7 @@ pub mod logs;
 pub mod metrics;
 pub mod names;
 pub mod plan;
+pub mod quota_record;
 #[cfg(test)]
 mod readme_tests;
 pub mod reconcile;
