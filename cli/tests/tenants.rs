@@ -7,7 +7,9 @@
 //! ends `Invalid` with `RoleNotAllowed` and a job over the role's quota is
 //! `Unschedulable` with `ExceedsQuota`. Then, beyond the README: a refusal
 //! names user, verb, resource and namespace; the foreign job was never
-//! placed; the admin kubeconfig still reaches every namespace. Needs the
+//! placed; `mpiswarm status` shows the role's use against its quota and
+//! `mpiswarm logs` the tenant's own output; the admin kubeconfig still
+//! reaches every namespace. Needs the
 //! images of `make images`.
 
 mod up;
@@ -131,6 +133,15 @@ fn the_readme_makes_two_tenants_that_each_keep_to_their_namespace_role_and_quota
     );
     let message = text(&quota);
     assert!(message.contains("quota limit of role team-a (1 cpu"), "the limit is named: {message}");
+
+    let status = sh(&cwd, &tenant, r#"mpiswarm status --kubeconfig "$KUBECONFIG""#, left());
+    let said = text(&status);
+    assert!(
+        status.status.success() && said.contains("quota role team-a: ") && said.contains(" of 1 cpus, "),
+        "status shows the role's use against its limit: {said}"
+    );
+    let logs = sh(&cwd, &tenant, r#"mpiswarm logs pi-team-a --kubeconfig "$KUBECONFIG""#, left());
+    assert!(logs.status.success() && text(&logs).contains("pi: 3.1"), "the tenant reads its output: {}", text(&logs));
 
     let admin = [format!("export KUBECONFIG={}", stack.dir.join("kubeconfig").display())];
     let all = sh(&cwd, &admin, "kubectl get mpijobs -A -o name", left());

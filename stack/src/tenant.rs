@@ -188,7 +188,31 @@ pub async fn add(args: AddArgs) -> Result<Added> {
     let (name, ns) = (args.name.clone(), namespace.clone());
     let written = out.clone();
     tokio::task::spawn_blocking(move || write_kubeconfig(&admin, &written, &name, &token, &ns)).await??;
+    accepted(&out, &namespace).await?;
     Ok(Added { name: args.name, namespace, roles, kubeconfig: out })
+}
+
+/// How long the API server may take to read its token file again.
+const TOKEN_ACCEPTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Waits until the API server accepts the tenant's token (it reads its token
+/// file again about once a second), so that the kubeconfig works as soon
+/// as the command returns: a list of the tenant's MpiJobs through it.
+async fn accepted(kubeconfig: &Path, namespace: &str) -> Result<()> {
+    let client = mpiswarm_controller::client(Some(kubeconfig))
+        .await
+        .map_err(|e| StackError::Client { kubeconfig: kubeconfig.to_owned(), source: Box::new(e) })?;
+    let jobs: Api<MpiJob> = Api::namespaced(client, namespace);
+    let deadline = tokio::time::Instant::now() + TOKEN_ACCEPTED_WITHIN;
+    loop {
+        match jobs.list(&kube::api::ListParams::default().limit(1)).await {
+            Ok(_) => return Ok(()),
+            Err(source) if tokio::time::Instant::now() >= deadline => {
+                return Err(StackError::Tenant { what: "the API server accepting the token", source });
+            }
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+        }
+    }
 }
 
 fn is_name(name: &str) -> bool {
