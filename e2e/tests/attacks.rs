@@ -70,6 +70,13 @@ fn curl(args: &[&str]) -> (u16, String) {
     (code.trim().parse().unwrap_or(0), body.to_owned())
 }
 
+/// A Mesos v1 API call (`POST`, JSON both ways) as `credential` (`principal:secret`).
+fn post_call(credential: &str, call: &serde_json::Value, url: &str) -> (u16, String) {
+    let body = call.to_string();
+    let json = ["-H", "Content-Type: application/json", "-H", "Accept: application/json"];
+    curl(&[&["-u", credential], &json[..], &["-d", &body, url]].concat())
+}
+
 /// The principal and secret of a credential file of the stack.
 fn credential(dir: &Path, principal: &str) -> String {
     let path = dir.join("credentials").join(format!("{principal}.json"));
@@ -181,17 +188,7 @@ fn attacks(cluster: &Cluster) {
         "id": {"value": framework}, "capabilities": [{"type": "MULTI_ROLE"}]}}});
     refused(
         "an agent subscribing as the controller's framework",
-        curl(&[
-            "-u",
-            &agent1,
-            "-H",
-            "Content-Type: application/json",
-            "-H",
-            "Accept: application/json",
-            "-d",
-            &subscribe.to_string(),
-            &format!("{offers}/api/v1/scheduler"),
-        ]),
+        post_call(&agent1, &subscribe, &format!("{offers}/api/v1/scheduler")),
         403,
         "register_frameworks",
     );
@@ -222,17 +219,7 @@ fn attacks(cluster: &Cluster) {
         "attributes": []}, "tasks": []}});
     refused(
         "agent 1 re-registering as agent 2",
-        curl(&[
-            "-u",
-            &agent1,
-            "-H",
-            "Content-Type: application/json",
-            "-H",
-            "Accept: application/json",
-            "-d",
-            &takeover.to_string(),
-            &format!("{offers}/api/v1/agent"),
-        ]),
+        post_call(&agent1, &takeover, &format!("{offers}/api/v1/agent")),
         403,
         "belongs to principal 'mpiswarm-agent-2'; principal 'mpiswarm-agent-1' may not act as it",
     );
