@@ -139,7 +139,7 @@ fn split_components_restart_alone_with_their_port_and_ids_and_down_stops_them_al
 
     let out = up.mpiswarm(&["run", "examples/pi.yaml"]);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}\n{}", up.log());
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}\n{}", up.report());
     assert!(stdout.contains("pi: 3.1"), "{stdout}");
 
     // Each component's log, written for people, is plain text.

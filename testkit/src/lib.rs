@@ -48,6 +48,6 @@ pub mod spec;
 pub use agent::{DEADLINE, TestAgent, TestAgents};
 pub use books::TestTask;
 pub use pki::TestPki;
-pub use process::output_within;
+pub use process::{output_within, try_output_within};
 pub use program::{FAIL_LAUNCH_LABEL, Outcome};
 pub use spec::AgentSpec;

@@ -8,7 +8,14 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Runs `cmd` to its end, feeding it `stdin`, or panics after `deadline`.
-pub fn output_within(mut cmd: Command, stdin: Option<&str>, deadline: Duration) -> Output {
+pub fn output_within(cmd: Command, stdin: Option<&str>, deadline: Duration) -> Output {
+    try_output_within(cmd, stdin, deadline).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// As [`output_within`], but a command still running at `deadline` is
+/// killed and returned as an error holding what it printed, so that the
+/// caller can add what it knows (the logs of a stack) before failing.
+pub fn try_output_within(mut cmd: Command, stdin: Option<&str>, deadline: Duration) -> Result<Output, String> {
     let what = format!("{cmd:?}");
     let mut child = cmd
         .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
@@ -40,15 +47,15 @@ pub fn output_within(mut cmd: Command, stdin: Option<&str>, deadline: Duration) 
             let _ = child.kill();
             let _ = child.wait();
             let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
-            panic!(
+            return Err(format!(
                 "{what} did not finish within {deadline:?}; it printed:\n{}{}",
                 String::from_utf8_lossy(&out),
                 String::from_utf8_lossy(&err)
-            );
+            ));
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    Output { status, stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default() }
+    Ok(Output { status, stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default() })
 }
 
 #[cfg(test)]

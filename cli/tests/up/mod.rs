@@ -78,8 +78,35 @@ impl Up {
         std::fs::read_to_string(self.dir.join("up.log")).unwrap_or_default()
     }
 
+    /// `mpiswarm ARGS` against this stack; a command that outlives the
+    /// deadline fails the test with the stack's logs (what a timeout alone
+    /// would not explain).
     pub fn mpiswarm(&self, args: &[&str]) -> Output {
-        mpiswarm(args, &self.dir, self.deadline)
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpiswarm"));
+        cmd.args(args).arg("--data-dir").arg(&self.dir).current_dir(repo());
+        mpiswarm_testkit::try_output_within(cmd, None, self.deadline)
+            .unwrap_or_else(|e| panic!("{e}\n{}", self.report()))
+    }
+
+    /// up's log, the last lines of each component's log, and Swarm's
+    /// services with their tasks.
+    pub fn report(&self) -> String {
+        const LINES: usize = 60;
+        let mut report = format!("--- up.log\n{}", self.log());
+        let mut logs: Vec<_> =
+            std::fs::read_dir(self.dir.join("logs")).into_iter().flatten().flatten().map(|e| e.path()).collect();
+        logs.sort();
+        for path in logs {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = lines[lines.len().saturating_sub(LINES)..].join("\n");
+            report.push_str(&format!("\n--- last {LINES} lines of {}\n{tail}", path.display()));
+        }
+        let mut services = Command::new("sh");
+        services.args(["-c", "docker service ls; docker service ls -q | xargs -r docker service ps --no-trunc"]);
+        let out = run(services, Duration::from_secs(30));
+        report.push_str(&format!("\n--- docker services\n{}", String::from_utf8_lossy(&out.stdout)));
+        report
     }
 }
 
@@ -87,6 +114,9 @@ impl Drop for Up {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = self.mpiswarm(&["down"]);
+        let mut down = Command::new(env!("CARGO_BIN_EXE_mpiswarm"));
+        down.args(["down", "--data-dir"]).arg(&self.dir).current_dir(repo());
+        // Not a panic while a failing test unwinds: that would abort.
+        let _ = mpiswarm_testkit::try_output_within(down, None, self.deadline);
     }
 }
