@@ -160,9 +160,10 @@ mod tests {
         let listed = mpiswarm_mesos::credential::read_credentials(&offers_credentials(data.path())).unwrap();
         assert_eq!(listed.len(), 4);
         let readers = mpiswarm_mesos::credential::read_credentials(&agent_readers(data.path())).unwrap();
+        // A map without an order: compared as a set.
         assert_eq!(
-            readers.keys().map(String::as_str).collect::<Vec<_>>(),
-            [CONTROLLER, OPERATOR],
+            readers.keys().map(String::as_str).collect::<std::collections::BTreeSet<_>>(),
+            [CONTROLLER, OPERATOR].into_iter().collect(),
             "no agent reads agents"
         );
     }
