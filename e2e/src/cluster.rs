@@ -137,17 +137,22 @@ impl Cluster {
     /// Cpus each node's agent advertises, by hostname, as the offer layer
     /// has them (`/master/state`).
     pub fn advertised_cpus(&self) -> BTreeMap<String, f64> {
-        let stack = self.stack();
-        let offers = stack["offers"].as_str().unwrap_or_default().trim_end_matches('/').to_owned();
-        let operator = mpiswarm_testkit::http::stack_operator(&stack).unwrap_or_else(|e| panic!("{e}"));
-        let body = mpiswarm_testkit::http::get_ok_as(&format!("{offers}/master/state"), operator.as_ref())
-            .unwrap_or_else(|e| panic!("{e}"));
-        let state: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("/master/state: {e}"));
-        state["slaves"]
+        self.master_state().unwrap_or_else(|e| panic!("{e}"))["slaves"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(|a| Some((a["hostname"].as_str()?.to_owned(), a["resources"]["cpus"].as_f64()?)))
+            .collect()
+    }
+
+    /// The cpus the offer layer's allocator holds for each role now (offered
+    /// or used: what its weighted DRF compares), from `/master/state`.
+    pub fn allocated_cpus_by_role(&self) -> BTreeMap<String, f64> {
+        self.master_state().unwrap_or_else(|e| panic!("{e}"))["roles"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| Some((r["name"].as_str()?.to_owned(), r["allocated"]["cpus"].as_f64().unwrap_or(0.0))))
             .collect()
     }
 

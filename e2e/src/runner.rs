@@ -9,7 +9,9 @@
 //!
 //! Arguments (after `cargo test -p mpiswarm-e2e --features
 //! mpiswarm-testkit/engine --test NAME --`): words select the cases whose
-//! names contain one of them; `--list` lists them.
+//! names contain one of them; `--list` lists them; `--repeat N` runs the
+//! selected cases N times over on the one cluster (to measure how a case's
+//! figures spread from run to run), each run counted on its own.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;
@@ -23,7 +25,22 @@ pub type Case = (&'static str, fn(&Cluster));
 /// Runs the selected `cases` on the cluster `start` makes; never returns.
 pub fn run(suite: &str, start: impl FnOnce() -> Cluster, cases: &[Case]) -> ! {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let words: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    let repeat = match args.iter().position(|a| a == "--repeat") {
+        Some(i) => match args.get(i + 1).and_then(|n| n.parse::<usize>().ok()) {
+            Some(n) if n > 0 => n,
+            _ => {
+                eprintln!("{suite}: --repeat takes a number of runs, at least 1");
+                std::process::exit(2);
+            }
+        },
+        None => 1,
+    };
+    let words: Vec<&String> = args
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| !a.starts_with('-') && (*i == 0 || args[i - 1] != "--repeat"))
+        .map(|(_, a)| a)
+        .collect();
     let selected: Vec<&Case> =
         cases.iter().filter(|(name, _)| words.is_empty() || words.iter().any(|w| name.contains(w.as_str()))).collect();
     if args.iter().any(|a| a == "--list") {
@@ -43,8 +60,12 @@ pub fn run(suite: &str, start: impl FnOnce() -> Cluster, cases: &[Case]) -> ! {
     let cluster = start();
     println!("{suite}: cluster up in {:.1} s", up.elapsed().as_secs_f64());
     let mut failed = Vec::new();
-    for (name, case) in selected {
+    let runs = (1..=repeat).flat_map(|run| selected.iter().map(move |case| (run, case)));
+    for (run, (name, case)) in runs {
         let started = Instant::now();
+        if repeat > 1 {
+            println!("{suite}: run {run} of {repeat}");
+        }
         println!("{suite}::{name} ...");
         let mut ran = 0.0;
         let outcome = catch_unwind(AssertUnwindSafe(|| {

@@ -12,10 +12,24 @@
 //!   of each role with no task on Swarm in this sample and still `Pending`
 //!   when `kubectl get` lists the jobs right after it (phases only move on,
 //!   so Pending then was Pending at the sample; `Scheduling` means placed,
-//!   no longer waiting); the
-//!   running share of a role is the cpus its jobs' tasks hold in Swarm. Over
-//!   the counted samples (equally spaced, so this is a time average) the
-//!   ratio sum(mpi cpus) / sum(batch cpus) must be 2 +- 20%.
+//!   no longer waiting). Each counted sample reads two shares: the cpus each
+//!   role holds in the offer layer's allocator (`/master/state` roles:
+//!   offered or used, what weighted DRF compares) and the cpus its jobs'
+//!   tasks hold in Swarm. Over the counted samples (equally spaced, so a
+//!   time average) the allocator's ratio sum(mpi) / sum(batch) must be
+//!   2 +- 20%, and Swarm's must be within 20% of the allocator's: what runs
+//!   follows what was allocated, one launch later.
+//!
+//! Why both: measured on Swarm alone the ratio failed CI at 1.46 and at
+//! 2.50. Two runs of this case on one quiet cluster (`--repeat 2`) read
+//! allocator 1.66 / Swarm 1.64 and allocator 1.99 / Swarm 1.91: Swarm
+//! follows the allocator closely, and the spread is the allocator's. Offers
+//! are whole (every free cpu of an agent goes to the one role DRF picks, as
+//! in Mesos), and jobs started together on a node end together, so a role
+//! behind its share can be handed a whole node and overshoot: the low run
+//! spent 36 of 130 samples at 3:3 and 18 at 5:1. The allocator's ratio is
+//! therefore close to its bound on some runs; this case reports it instead
+//! of hiding it (see issue "Scale and bursts").
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
@@ -43,6 +57,8 @@ const RANKS: u32 = 2;
 const RANK_CPUS: f64 = 0.2;
 const WEIGHT_RATIO: f64 = 2.0;
 const TOLERANCE: f64 = 0.2;
+/// How far Swarm's ratio may be from the allocator's (relative).
+const SWARM_FOLLOWS: f64 = 0.2;
 /// Counted samples needed for the ratio to mean anything.
 const MIN_SAMPLES: usize = 10;
 
@@ -78,10 +94,13 @@ pub fn hundred_jobs_under_weights_2_to_1(cluster: &Cluster) {
     let started = Instant::now();
     cluster.apply(&jobs.join("\n"));
 
-    let (mut peak, mut counted, mut samples) = (BTreeMap::<String, f64>::new(), Vec::<(f64, f64)>::new(), 0);
+    let (mut peak, mut samples) = (BTreeMap::<String, f64>::new(), 0);
+    // Per counted sample: (mpi, batch) cpus held in Swarm, and as the allocator has them.
+    let (mut counted, mut allocated) = (Vec::<(f64, f64)>::new(), Vec::<(f64, f64)>::new());
     let finished = loop {
         assert!(started.elapsed() < DEADLINE, "100 jobs did not end within {DEADLINE:?}");
         let tasks = cluster.swarm().tasks().unwrap_or_else(|e| panic!("{e}"));
+        let by_role = cluster.allocated_cpus_by_role();
         // Listed after the sample, never before: a listing older than the
         // sample counted jobs the controller had placed since (the last
         // jobs of a role, launching, seen as waiting while the other role
@@ -116,6 +135,8 @@ pub fn hundred_jobs_under_weights_2_to_1(cluster: &Cluster) {
                     .sum::<f64>()
             };
             counted.push((held("mpi"), held("batch")));
+            let cpus = |role: &str| by_role.get(role).copied().unwrap_or(0.0);
+            allocated.push((cpus("mpi"), cpus("batch")));
         }
         let done =
             items.iter().filter(|j| matches!(j["status"]["phase"].as_str(), Some("Succeeded" | "Failed"))).count();
@@ -132,35 +153,74 @@ pub fn hundred_jobs_under_weights_2_to_1(cluster: &Cluster) {
         .collect();
     assert!(failed.is_empty(), "{} of 100 jobs failed: {failed:?}", failed.len());
 
-    let (mpi, batch): (f64, f64) = counted.iter().fold((0.0, 0.0), |(m, b), (x, y)| (m + x, b + y));
-    let ratios: Vec<f64> = counted.iter().filter(|(_, b)| *b > 0.0).map(|(m, b)| m / b).collect();
-    let (lo, hi) = ratios.iter().fold((f64::MAX, 0.0f64), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
-    // How often each split of the cpus was seen, so a failed ratio shows
-    // whether one role held too much or the other too little.
-    let mut splits = BTreeMap::<(String, String), usize>::new();
-    for (m, b) in &counted {
-        *splits.entry((format!("{m:.1}"), format!("{b:.1}"))).or_default() += 1;
-    }
-    let mut splits: Vec<_> = splits.into_iter().collect();
-    splits.sort_by_key(|s| std::cmp::Reverse(s.1));
-    let splits: Vec<String> = splits.iter().take(10).map(|((m, b), n)| format!("{m}:{b} x{n}")).collect();
+    let (swarm, allocator) = (Shares::of(&counted), Shares::of(&allocated));
     eprintln!(
         "load: 100 jobs in {took:.1} s; {samples} samples of Swarm; peak cpus held per node {peak:?} \
-         (advertised {advertised:?}); {} samples with both roles waiting: mean cpus mpi {:.2} batch {:.2}, \
-         ratio {:.2} (per sample {lo:.2}..{hi:.2}); most seen mpi:batch cpus {}",
+         (advertised {advertised:?}); {} samples with both roles waiting; mpi:batch cpus held in Swarm {swarm}; \
+         allocated by the offer layer {allocator}",
         counted.len(),
-        mpi / counted.len().max(1) as f64,
-        batch / counted.len().max(1) as f64,
-        mpi / batch,
-        splits.join(", "),
     );
     assert!(counted.len() >= MIN_SAMPLES, "only {} samples had both roles waiting", counted.len());
-    let ratio = mpi / batch;
     assert!(
-        (ratio - WEIGHT_RATIO).abs() <= WEIGHT_RATIO * TOLERANCE,
-        "running shares mpi:batch {ratio:.2} while both wait, weights 2:1 +-20%"
+        (allocator.ratio - WEIGHT_RATIO).abs() <= WEIGHT_RATIO * TOLERANCE,
+        "allocated shares mpi:batch {:.2} while both wait, weights 2:1 +-20%",
+        allocator.ratio
+    );
+    assert!(
+        (swarm.ratio - allocator.ratio).abs() <= allocator.ratio * SWARM_FOLLOWS,
+        "running shares in Swarm mpi:batch {:.2} while both wait, more than 20% from the allocator's {:.2}",
+        swarm.ratio,
+        allocator.ratio
     );
     let names: Vec<String> =
         finished.iter().filter_map(|j| j["metadata"]["name"].as_str().map(str::to_owned)).collect();
     cluster.delete_jobs(&names.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
+/// A role pair's cpus over the counted samples.
+struct Shares {
+    /// Time average: sum(mpi) / sum(batch).
+    ratio: f64,
+    mean: (f64, f64),
+    /// The lowest and highest ratio of one sample.
+    range: (f64, f64),
+    /// The most seen splits, "mpi:batch xN".
+    splits: Vec<String>,
+}
+
+impl Shares {
+    fn of(samples: &[(f64, f64)]) -> Shares {
+        let (mpi, batch): (f64, f64) = samples.iter().fold((0.0, 0.0), |(m, b), (x, y)| (m + x, b + y));
+        let n = samples.len().max(1) as f64;
+        let range = samples
+            .iter()
+            .filter(|(_, b)| *b > 0.0)
+            .map(|(m, b)| m / b)
+            .fold((f64::MAX, 0.0f64), |(lo, hi), r| (lo.min(r), hi.max(r)));
+        // How often each split of the cpus was seen, so a failed ratio shows
+        // whether one role held too much or the other too little.
+        let mut splits = BTreeMap::<(String, String), usize>::new();
+        for (m, b) in samples {
+            *splits.entry((format!("{m:.1}"), format!("{b:.1}"))).or_default() += 1;
+        }
+        let mut splits: Vec<_> = splits.into_iter().collect();
+        splits.sort_by_key(|s| std::cmp::Reverse(s.1));
+        let splits = splits.iter().take(8).map(|((m, b), n)| format!("{m}:{b} x{n}")).collect();
+        Shares { ratio: mpi / batch, mean: (mpi / n, batch / n), range, splits }
+    }
+}
+
+impl std::fmt::Display for Shares {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "ratio {:.2} (mean {:.2}:{:.2}, per sample {:.2}..{:.2}; most seen {})",
+            self.ratio,
+            self.mean.0,
+            self.mean.1,
+            self.range.0,
+            self.range.1,
+            self.splits.join(", ")
+        )
+    }
 }
