@@ -107,6 +107,7 @@ async fn the_shipped_manifests_pass_a_server_dry_run() {
             "deployment.apps/mpiswarm-controller",
             "persistentvolumeclaim/mpiswarm-offers-registry",
             "service/mpiswarm-offers",
+            "service/mpiswarm-logs",
         ],
     );
     assert!(s.stored("apps/deployments/mpiswarm/mpiswarm-controller").is_none(), "a dry run stores nothing");
