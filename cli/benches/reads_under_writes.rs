@@ -21,9 +21,10 @@
 //! events), and then preloads, reads and writes with the tenant's token.
 //! A server without the flag (a revision before RBAC) has no authorization
 //! and runs as before, everything with the admin token.
-//! `MPISWARM_BENCH_USER=admin` makes every server run as the admin (to
-//! tell RBAC's share from the rest of a revision's cost). The output names
-//! the user each server ran as.
+//! `MPISWARM_BENCH_USER=admin` makes every server run as the admin, and
+//! `MPISWARM_BENCH_ADMIN=name,...` the servers of those names (e.g. one
+//! binary twice, as `tenant` and as `admin`, to tell RBAC's share from the
+//! rest of a revision's cost). The output names the user each server ran as.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -312,12 +313,14 @@ fn main() {
         Ok(other) => panic!("MPISWARM_BENCH_USER={other:?}: give tenant (the default) or admin"),
     };
     // Each server's user: the tenant where it has RBAC (see the header).
-    let tenant: Vec<bool> = servers.iter().map(|(_, b)| !as_admin && has_token_auth_file(b)).collect();
+    let admins = std::env::var("MPISWARM_BENCH_ADMIN").unwrap_or_default();
+    let admin = |name: &str| as_admin || admins.split(',').any(|n| n == name);
+    let tenant: Vec<bool> = servers.iter().map(|(n, b)| !admin(n) && has_token_auth_file(b)).collect();
     let user = |i: usize| {
         if tenant[i] {
             format!("{TENANT} (group {TENANT_GROUP}; RBAC: Role {TENANT_ROLE} by RoleBinding)")
-        } else if as_admin {
-            "admin (group system:masters; MPISWARM_BENCH_USER=admin)".to_string()
+        } else if admin(&servers[i].0) {
+            "admin (group system:masters; MPISWARM_BENCH_USER or MPISWARM_BENCH_ADMIN)".to_string()
         } else {
             "admin (no --token-auth-file: no RBAC)".to_string()
         }
