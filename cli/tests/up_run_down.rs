@@ -75,7 +75,7 @@ fn up_run_logs_and_down_through_the_binary() {
     }
     let logs = mpiswarm(&["logs", "pi"], data);
     assert!(logs.status.success() && text(&logs).0.contains("ranks: 4"), "{:?}", text(&logs));
-    tenants_read_their_own_logs_only(data);
+    tenants_read_their_own_logs_only(&stack);
 
     let failing = job_file(
         data,
@@ -127,7 +127,8 @@ fn up_run_logs_and_down_through_the_binary() {
 /// namespace under its role and reads its output with `mpiswarm logs` and
 /// its own kubeconfig; team-b, asking for the same job, is refused by the
 /// log endpoint with the rule that refused it.
-fn tenants_read_their_own_logs_only(data: &Path) {
+fn tenants_read_their_own_logs_only(stack: &Up) {
+    let data = stack.dir.as_path();
     for team in ["team-a", "team-b"] {
         let added = mpiswarm(&["tenant", "add", team], data);
         assert!(added.status.success(), "tenant add {team}: {:?}", text(&added));
@@ -158,7 +159,13 @@ fn tenants_read_their_own_logs_only(data: &Path) {
     let applied = kubectl("team-a", &["apply", "-f", job.to_str().expect("utf-8 path")]);
     assert!(applied.status.success(), "{:?}", text(&applied));
     let done = kubectl("team-a", &["wait", "--for=condition=Succeeded", "mpijob/team-a-job", "--timeout=150s"]);
-    assert!(done.status.success(), "team-a's job did not succeed: {:?}", text(&done));
+    if !done.status.success() {
+        // What the job's status and the stack's logs say, as the admin.
+        let mut get = Command::new("kubectl");
+        get.arg("--kubeconfig").arg(data.join("kubeconfig")).args(["get", "mpijob", "-A", "-o", "yaml"]);
+        let jobs = text(&run(get)).0;
+        panic!("team-a's job did not succeed: {:?}\n--- the MpiJobs\n{jobs}\n{}", text(&done), stack.report());
+    }
 
     let a = kubeconfig("team-a");
     let own = mpiswarm(&["logs", "team-a-job", "--kubeconfig", a.to_str().expect("utf-8 path")], data);
