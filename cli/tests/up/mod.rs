@@ -16,9 +16,14 @@ pub fn run(cmd: Command, deadline: Duration) -> Output {
 
 /// `mpiswarm ARGS --data-dir DATA`, from the repository's root (for examples/).
 pub fn mpiswarm(args: &[&str], data: &Path, deadline: Duration) -> Output {
+    run(command(args, data), deadline)
+}
+
+/// The command `mpiswarm ARGS --data-dir DATA`, run from the repository's root.
+pub fn command(args: &[&str], data: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpiswarm"));
     cmd.args(args).arg("--data-dir").arg(data).current_dir(repo());
-    run(cmd, deadline)
+    cmd
 }
 
 pub fn repo() -> PathBuf {
@@ -82,9 +87,7 @@ impl Up {
     /// deadline fails the test with the stack's logs (what a timeout alone
     /// would not explain).
     pub fn mpiswarm(&self, args: &[&str]) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpiswarm"));
-        cmd.args(args).arg("--data-dir").arg(&self.dir).current_dir(repo());
-        mpiswarm_testkit::try_output_within(cmd, None, self.deadline)
+        mpiswarm_testkit::try_output_within(command(args, &self.dir), None, self.deadline)
             .unwrap_or_else(|e| panic!("{e}\n{}", self.report()))
     }
 
@@ -114,9 +117,7 @@ impl Drop for Up {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let mut down = Command::new(env!("CARGO_BIN_EXE_mpiswarm"));
-        down.args(["down", "--data-dir"]).arg(&self.dir).current_dir(repo());
         // Not a panic while a failing test unwinds: that would abort.
-        let _ = mpiswarm_testkit::try_output_within(down, None, self.deadline);
+        let _ = mpiswarm_testkit::try_output_within(command(&["down"], &self.dir), None, self.deadline);
     }
 }
