@@ -6,7 +6,8 @@
 //! - [`crate::output`]: the followers of tasks' output and the sandbox;
 //! - [`crate::node_watch`]: the served node's health and whether it is served;
 //! - [`crate::launch`]: launches and garbage collections, one at a time;
-//! - [`crate::orphans`]: services no task owns, until their grace ends.
+//! - [`crate::orphans`]: services no task owns, until their grace ends;
+//! - [`crate::start_retries`]: tasks the engine could not start, started again.
 //!
 //! What the agent does with them lives beside it, one concern a file:
 //! [`crate::events`] (offer-layer events), [`crate::lifecycle`] (launch,
@@ -41,6 +42,7 @@ use crate::node_watch::NodeWatch;
 use crate::orphans::Orphans;
 use crate::output::Outputs;
 use crate::sandbox::Sandbox;
+use crate::start_retries::StartRetries;
 use crate::statuses::Outbox;
 use crate::store::{Store, StoreError};
 use crate::swarm::Swarm;
@@ -71,6 +73,9 @@ pub struct AgentConfig {
     pub trusted_volumes: crate::existing::TrustedVolumes,
     /// How often the node's Swarm status is read ([`crate::node_health`]).
     pub node_check: Duration,
+    /// How many times a task the engine could not start is started in all
+    /// before its failure is reported ([`crate::start_retries`]).
+    pub start_attempts: u32,
 }
 
 impl Default for AgentConfig {
@@ -84,6 +89,7 @@ impl Default for AgentConfig {
             volume_options: crate::mounts::VolumeOptions::none(),
             trusted_volumes: crate::existing::TrustedVolumes::default(),
             node_check: Duration::from_secs(1),
+            start_attempts: 3,
         }
     }
 }
@@ -97,6 +103,7 @@ pub struct Agent<S: Swarm> {
     pub(crate) node: NodeWatch,
     pub(crate) objects: Objects,
     pub(crate) orphans: Orphans,
+    pub(crate) retries: StartRetries,
     pub(crate) spawner: Spawner,
     pub counters: Counters,
 }
@@ -106,6 +113,8 @@ pub struct Agent<S: Swarm> {
 pub struct Counters {
     pub launched: Counter,
     pub launch_failures: Counter,
+    /// Tasks the engine could not start, started again ([`crate::start_retries`]).
+    pub start_retries: Counter,
     pub refused: Counter,
     pub status_updates: Counter,
     pub resyncs: Counter,
@@ -157,6 +166,7 @@ impl<S: Swarm + 'static> Agent<S> {
             outputs,
             objects: Objects::new(),
             orphans: Orphans::new(config.orphan_grace),
+            retries: StartRetries::new(config.start_attempts),
             config,
             spawner,
             counters,

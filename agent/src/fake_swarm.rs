@@ -27,6 +27,12 @@ pub(crate) struct FakeSwarm {
     pub(crate) networks: Mutex<BTreeMap<String, ExistingNetwork>>,
     /// Named volumes on the node, by name (absent unless listed).
     pub(crate) volumes: BTreeMap<String, VolumeLookup>,
+    /// The Swarm tasks `tasks` lists (put there by a test; a restart adds one).
+    pub(crate) swarm_tasks: Mutex<Vec<Task>>,
+    /// The services restarted, in order.
+    pub(crate) restarted: Mutex<Vec<String>>,
+    /// Refuses every restart.
+    pub(crate) refuse_restart: bool,
 }
 
 /// A service creation held at its start: `entered` is notified when one
@@ -44,6 +50,23 @@ impl FakeSwarm {
     }
     pub(crate) fn names(&self) -> Vec<(String, String)> {
         self.objects.lock().unwrap().keys().cloned().collect()
+    }
+}
+
+/// A Swarm task of the fake's service `service` (id `service-NAME`), with
+/// id `NAME.INDEX`, at version `index`, in `state` with Docker's `err`.
+pub(crate) fn swarm_task(service: &str, index: u64, state: bollard::models::TaskState, err: &str) -> Task {
+    use bollard::models::{ObjectVersion, TaskStatus};
+    Task {
+        id: Some(format!("{service}.{index}")),
+        service_id: Some(format!("service-{service}")),
+        version: Some(ObjectVersion { index: Some(index) }),
+        status: Some(TaskStatus {
+            state: Some(state),
+            err: (!err.is_empty()).then(|| err.to_owned()),
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }
 
@@ -90,19 +113,35 @@ impl Swarm for FakeSwarm {
         self.objects.lock().unwrap().remove(&("service".into(), name.into()));
         Ok(())
     }
+    async fn restart_service(&self, name: &str) -> Result<(), SwarmError> {
+        if self.refuse_restart {
+            let source =
+                bollard::errors::Error::DockerResponseServerError { status_code: 500, message: "refused".into() };
+            return Err(SwarmError::Docker { operation: format!("update service {name}"), source });
+        }
+        self.restarted.lock().unwrap().push(name.to_owned());
+        let mut tasks = self.swarm_tasks.lock().unwrap();
+        let index = tasks.iter().filter_map(|t| t.version.as_ref()?.index).max().unwrap_or(0) + 1;
+        tasks.push(swarm_task(name, index, bollard::models::TaskState::NEW, ""));
+        Ok(())
+    }
     async fn services(&self, _: &str) -> Result<Vec<Service>, SwarmError> {
         let objects = self.objects.lock().unwrap();
         Ok(objects
             .iter()
             .filter(|((k, _), _)| k == "service")
-            .map(|(_, spec)| Service { spec: Some(spec.clone()), ..Default::default() })
+            .map(|((k, name), spec)| Service {
+                id: Some(format!("{k}-{name}")),
+                spec: Some(spec.clone()),
+                ..Default::default()
+            })
             .collect())
     }
     async fn node_status(&self, _: &str) -> Result<(Option<bollard::models::NodeState>, Option<String>), SwarmError> {
         Ok((Some(bollard::models::NodeState::READY), None))
     }
     async fn tasks(&self, _: &str) -> Result<Vec<Task>, SwarmError> {
-        Ok(vec![])
+        Ok(self.swarm_tasks.lock().unwrap().clone())
     }
     async fn owned(&self, kind: ObjectKind, _: &str) -> Result<Vec<crate::swarm::Owned>, SwarmError> {
         let k = match kind {

@@ -115,6 +115,11 @@ impl<S: Swarm + 'static> Health<S> {
             ),
             ("launched", "Tasks started as services", &c.launched),
             ("launch_failures", "Launches rolled back because Swarm refused an object", &c.launch_failures),
+            (
+                "start_retries",
+                "Tasks the engine could not start, started again before any failure was reported",
+                &c.start_retries,
+            ),
             ("refused", "LAUNCH and LAUNCH_GROUP refused as invalid", &c.refused),
             ("status_updates", "Status updates the offer layer accepted", &c.status_updates),
             ("resyncs", "Full comparisons with Swarm", &c.resyncs),

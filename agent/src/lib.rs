@@ -19,6 +19,8 @@
 //!     its [`sandbox`] (bounded, kept like a Mesos sandbox);
 //!   - [`node_watch`]: the served node's health, and whether it is served;
 //!   - [`orphans`]: services no task owns, until their grace ends;
+//!   - [`start_retries`]: tasks the engine could not start, started again
+//!     before their failure is reported;
 //! - [`events`]: what each offer-layer event does;
 //! - [`lifecycle`]: launch (all or nothing), kill, acknowledge;
 //! - [`statuses`]: the outbox of statuses and the TaskStatus they carry;
@@ -57,6 +59,7 @@ pub mod resync;
 pub mod run;
 pub mod sandbox;
 pub mod spec;
+mod start_retries;
 pub mod statuses;
 pub mod store;
 pub mod swarm;

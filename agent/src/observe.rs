@@ -13,11 +13,15 @@ pub struct Observed {
     pub exit_code: Option<i64>,
     /// Whether the last log lines belong in the message (tasks that ended).
     pub wants_logs: bool,
+    /// A launch failure of the engine's that another attempt may not meet
+    /// (the container never ran, and its image is there): the agent starts
+    /// the task again before it reports the failure ([`crate::start_retries`]).
+    pub retryable: bool,
 }
 
 impl Observed {
     pub(crate) fn simple(state: TaskState, message: impl Into<String>) -> Self {
-        Self { state, reason: None, message: message.into(), exit_code: None, wants_logs: false }
+        Self { state, reason: None, message: message.into(), exit_code: None, wants_logs: false, retryable: false }
     }
 }
 
@@ -53,10 +57,13 @@ pub fn observe(task: &Task, image: &str) -> Observed {
         },
         // The runtime could not start the container (Docker's exit code
         // 128 and no output): a launch failure with Docker's own words,
-        // not a program that exited.
+        // not a program that exited. A busy engine fails so at times
+        // ("unable to remount dir as readonly ... device or resource busy"),
+        // so it is worth another attempt.
         SwarmState::FAILED if err.starts_with("starting container failed") => Observed {
             reason: Some(Reason::ReasonContainerLaunchFailed),
             exit_code,
+            retryable: true,
             ..Observed::simple(TaskState::Failed, format!("the container did not start: {err}"))
         },
         SwarmState::FAILED => {
@@ -73,8 +80,10 @@ pub fn observe(task: &Task, image: &str) -> Observed {
         }
         // Swarm rejects before any container runs: a missing image, an
         // unknown secret, a mount that cannot be made.
+        // A missing image stays missing; anything else may not recur.
         SwarmState::REJECTED => Observed {
             reason: Some(Reason::ReasonContainerLaunchFailed),
+            retryable: !image_missing(&err),
             ..Observed::simple(TaskState::Failed, rejected_message(&err, image))
         },
         SwarmState::SHUTDOWN | SwarmState::REMOVE => {
@@ -87,9 +96,14 @@ pub fn observe(task: &Task, image: &str) -> Observed {
     }
 }
 
-fn rejected_message(err: &str, image: &str) -> String {
+/// Whether Docker's reason says the image is not there and cannot be pulled.
+fn image_missing(err: &str) -> bool {
     let lower = err.to_ascii_lowercase();
-    if lower.contains("no such image") || lower.contains("not found") || lower.contains("pull access denied") {
+    lower.contains("no such image") || lower.contains("not found") || lower.contains("pull access denied")
+}
+
+fn rejected_message(err: &str, image: &str) -> String {
+    if image_missing(err) {
         format!("image '{image}' is not present on this node and cannot be pulled: {err}")
     } else {
         format!("swarm rejected the task (image '{image}'): {err}")
@@ -146,6 +160,26 @@ mod tests {
         assert_eq!(o.state, TaskState::Failed);
         assert_eq!(o.reason, Some(Reason::ReasonContainerLaunchFailed));
         assert!(o.message.contains("image 'nope/missing:1' is not present"), "{}", o.message);
+        assert!(!o.retryable, "a missing image stays missing");
+    }
+
+    #[test]
+    fn only_launch_failures_that_may_not_recur_are_retryable() {
+        let busy =
+            "starting container failed: error mounting: unable to remount dir as readonly: device or resource busy";
+        assert!(observe(&task(SwarmState::FAILED, busy, Some(128), 1), "i").retryable);
+        let mount = "invalid mount config for type \"bind\": bind source path does not exist: /nope";
+        assert!(observe(&task(SwarmState::REJECTED, mount, None, 1), "i").retryable);
+        for (state, err, exit) in [
+            (SwarmState::FAILED, "task: non-zero exit (3)", Some(3)),
+            (SwarmState::REJECTED, "No such image: nope/missing:1", None),
+            (SwarmState::REJECTED, "pull access denied for nope/missing", None),
+            (SwarmState::COMPLETE, "", Some(0)),
+            (SwarmState::ORPHANED, "node gone", None),
+            (SwarmState::SHUTDOWN, "", None),
+        ] {
+            assert!(!observe(&task(state, err, exit, 1), "i").retryable, "{state:?} {err}");
+        }
     }
 
     #[test]

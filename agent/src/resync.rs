@@ -1,6 +1,7 @@
 //! The agent's side of keeping Swarm and the framework in agreement: the
 //! resync compares every task's service with the state last reported and
-//! reports the difference, removes the services of tasks that ended, removes
+//! reports the difference (a task the engine could not start is started
+//! again first, [`crate::start_retries`]), removes the services of tasks that ended, removes
 //! services no task owns once their grace period is over, and collects the
 //! networks, secrets and configs nothing references. It never creates
 //! anything, and reaches the agent's state only through its parts.
@@ -14,6 +15,7 @@ use mpiswarm_mesos::{Reason, TaskState};
 use crate::agent::Agent;
 use crate::observe::{self, Observed};
 use crate::output::Owner;
+use crate::start_retries::Next;
 use crate::swarm::{Swarm, SwarmError};
 
 impl<S: Swarm + 'static> Agent<S> {
@@ -43,22 +45,52 @@ impl<S: Swarm + 'static> Agent<S> {
         for task in snapshot {
             let (name, last, image) = (task.service, task.state, task.image);
             let owner = Owner::new(&task.framework_id, &task.task_id);
-            let mut observed = match ids.get(&name) {
-                None => Observed {
-                    reason: Some(Reason::ReasonContainerLaunchFailed),
-                    ..Observed::simple(TaskState::Lost, format!("service {name} was removed outside the agent"))
-                },
+            let (mut observed, current) = match ids.get(&name) {
+                None => (
+                    Observed {
+                        reason: Some(Reason::ReasonContainerLaunchFailed),
+                        ..Observed::simple(TaskState::Lost, format!("service {name} was removed outside the agent"))
+                    },
+                    None,
+                ),
                 Some(id) => {
-                    let mine: Vec<_> =
-                        swarm_tasks.iter().filter(|t| t.service_id.as_deref() == Some(id.as_str())).cloned().collect();
+                    // A start that failed and was made again is not the task's state.
+                    let mine: Vec<_> = swarm_tasks
+                        .iter()
+                        .filter(|t| t.service_id.as_deref() == Some(id.as_str()))
+                        .filter(|t| !self.retries.superseded(&name, t.id.as_deref().unwrap_or_default()))
+                        .cloned()
+                        .collect();
                     match observe::newest(&mine) {
-                        None => Observed::simple(TaskState::Starting, "waiting for swarm to schedule the task"),
-                        Some(t) => observe::observe(t, &image),
+                        None => (Observed::simple(TaskState::Starting, "waiting for swarm to schedule the task"), None),
+                        Some(t) => (observe::observe(t, &image), t.id.clone()),
                     }
                 }
             };
             if observed.state == last {
                 continue;
+            }
+            if let (true, Some(swarm_task)) = (observed.retryable, &current) {
+                match self.retries.failed(&name, swarm_task) {
+                    Next::Restart { attempt, of } => {
+                        tracing::warn!(service = name, attempt, of, reason = %observed.message, "the engine could not start the task; starting it again");
+                        match self.swarm.restart_service(&name).await {
+                            Ok(()) => {
+                                self.counters.start_retries.inc();
+                                continue;
+                            }
+                            Err(e) => {
+                                tracing::warn!(service = name, error = %e, "could not start the task again; reporting its failure");
+                                self.retries.restart_refused(&name, swarm_task);
+                            }
+                        }
+                    }
+                    Next::Report { attempts } => {
+                        if attempts > 1 {
+                            observed.message = format!("after {attempts} attempts, {}", observed.message);
+                        }
+                    }
+                }
             }
             if observed.state.is_terminal() {
                 // All of the output reaches the sandbox before the service goes.
@@ -83,6 +115,8 @@ impl<S: Swarm + 'static> Agent<S> {
                 self.tasks.transition_from(&name, last, observed);
             }
         }
+        let tracked = self.tasks.services();
+        self.retries.retain(|name| tracked.contains(name));
         self.collect_orphans(&services, &launching).await;
         if self.objects.due() {
             self.collect_garbage().await;
@@ -123,5 +157,109 @@ impl<S: Swarm + 'static> Agent<S> {
             }
             Err(e) => tracing::warn!(error = %e, "garbage collection failed; retrying at the next resync"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::Outgoing;
+    use crate::fake_swarm::{FakeSwarm, swarm_task};
+    use crate::lifecycle::tests::{Fixture, agent, fw, task};
+    use bollard::models::TaskState as SwarmState;
+    use tokio::sync::mpsc::UnboundedReceiver;
+
+    const BUSY: &str = "starting container failed: error mounting \"/var/lib/docker/x\": unable to remount dir as readonly: device or resource busy";
+
+    fn reported(rx: &mut UnboundedReceiver<Outgoing>) -> Vec<(TaskState, Option<Reason>, String)> {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|o| (o.status.state, o.status.reason, o.status.message.unwrap_or_default()))
+            .collect()
+    }
+
+    /// An agent with task `t1` launched (its STARTING taken) and its service's name.
+    async fn launched(swarm: FakeSwarm) -> (Fixture, String) {
+        let mut f = agent(swarm);
+        let (id, info) = fw();
+        f.agent.launch(id, &info, None, vec![task("t1")]).await;
+        assert_eq!(reported(&mut f.statuses).len(), 1, "STARTING");
+        let service = f.agent.snapshot()[0].0.clone();
+        (f, service)
+    }
+
+    /// Sets the newest Swarm task of the fake to `state` with `err`.
+    fn newest_is(f: &Fixture, state: SwarmState, err: &str) {
+        let mut tasks = f.agent.swarm.swarm_tasks.lock().unwrap();
+        let newest = tasks.iter_mut().max_by_key(|t| t.version.as_ref().and_then(|v| v.index)).unwrap();
+        let status = newest.status.get_or_insert_with(Default::default);
+        (status.state, status.err) = (Some(state), (!err.is_empty()).then(|| err.to_owned()));
+    }
+
+    #[tokio::test]
+    async fn a_start_the_engine_failed_is_made_again_and_the_new_task_is_the_one_reported() {
+        let (mut f, service) = launched(FakeSwarm::default()).await;
+        f.agent.swarm.swarm_tasks.lock().unwrap().push(swarm_task(&service, 1, SwarmState::FAILED, BUSY));
+        f.agent.resync().await.unwrap();
+        assert_eq!(reported(&mut f.statuses), vec![], "no failure reported while another start may succeed");
+        assert_eq!(*f.agent.swarm.restarted.lock().unwrap(), vec![service.clone()]);
+        assert_eq!(f.agent.counters.start_retries.get(), 1);
+        // Swarm marks the old task for shutdown after it made the new one,
+        // so the old one's version is the higher: it must still not count.
+        f.agent.swarm.swarm_tasks.lock().unwrap()[0].version = Some(bollard::models::ObjectVersion { index: Some(9) });
+        f.agent.resync().await.unwrap();
+        assert_eq!(reported(&mut f.statuses), vec![], "the new task is starting, as the task already was");
+        {
+            let mut tasks = f.agent.swarm.swarm_tasks.lock().unwrap();
+            tasks[1].status.get_or_insert_with(Default::default).state = Some(SwarmState::RUNNING);
+        }
+        f.agent.resync().await.unwrap();
+        let states: Vec<_> = reported(&mut f.statuses).into_iter().map(|(s, ..)| s).collect();
+        assert_eq!(states, vec![TaskState::Running]);
+        assert_eq!(f.agent.swarm.restarted.lock().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_start_that_fails_every_attempt_is_reported_once_naming_the_attempts() {
+        let (mut f, service) = launched(FakeSwarm::default()).await;
+        f.agent.swarm.swarm_tasks.lock().unwrap().push(swarm_task(&service, 1, SwarmState::FAILED, BUSY));
+        for _ in 0..2 {
+            f.agent.resync().await.unwrap();
+            newest_is(&f, SwarmState::FAILED, BUSY);
+        }
+        f.agent.resync().await.unwrap();
+        let reports = reported(&mut f.statuses);
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        let (state, reason, message) = &reports[0];
+        assert_eq!((*state, *reason), (TaskState::Failed, Some(Reason::ReasonContainerLaunchFailed)));
+        assert!(message.starts_with("after 3 attempts, the container did not start"), "{message}");
+        assert!(message.contains("device or resource busy"), "{message}");
+        assert_eq!(f.agent.swarm.restarted.lock().unwrap().len(), 2, "3 starts in all (the default)");
+        f.agent.resync().await.unwrap();
+        assert_eq!(reported(&mut f.statuses), vec![], "reported once");
+    }
+
+    #[tokio::test]
+    async fn a_program_that_exited_and_a_missing_image_are_reported_at_once() {
+        for (state, err) in
+            [(SwarmState::FAILED, "task: non-zero exit (3)"), (SwarmState::REJECTED, "No such image: img:latest")]
+        {
+            let (mut f, service) = launched(FakeSwarm::default()).await;
+            f.agent.swarm.swarm_tasks.lock().unwrap().push(swarm_task(&service, 1, state, err));
+            f.agent.resync().await.unwrap();
+            let states: Vec<_> = reported(&mut f.statuses).into_iter().map(|(s, ..)| s).collect();
+            assert_eq!(states, vec![TaskState::Failed], "{err}");
+            assert!(f.agent.swarm.restarted.lock().unwrap().is_empty(), "{err}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_restart_swarm_refuses_reports_the_failure_at_once() {
+        let (mut f, service) = launched(FakeSwarm { refuse_restart: true, ..FakeSwarm::default() }).await;
+        f.agent.swarm.swarm_tasks.lock().unwrap().push(swarm_task(&service, 1, SwarmState::FAILED, BUSY));
+        f.agent.resync().await.unwrap();
+        let reports = reported(&mut f.statuses);
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        assert_eq!(reports[0].0, TaskState::Failed);
+        assert!(reports[0].2.starts_with("the container did not start"), "{}", reports[0].2);
     }
 }

@@ -76,6 +76,12 @@ pub struct AgentArgs {
     /// left alone before it is removed.
     #[arg(long, default_value_t = 60.0, env = "MPISWARM_AGENT_ORPHAN_GRACE_SECONDS")]
     pub orphan_grace_seconds: f64,
+    /// How many times in all a task is started when the engine could not
+    /// start its container (the container never ran and its image is
+    /// there, e.g. a busy engine's "device or resource busy"), before the
+    /// failure is reported; 1 reports the first failure.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=10), env = "MPISWARM_AGENT_START_ATTEMPTS")]
+    pub start_attempts: u32,
     /// The most bytes kept of each task's stdout and of its stderr (the
     /// last ones; served on /files/read).
     #[arg(long, default_value_t = 8 * 1024 * 1024, env = "MPISWARM_AGENT_OUTPUT_LIMIT_BYTES")]
@@ -190,6 +196,7 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
         volume_options,
         trusted_volumes: crate::existing::TrustedVolumes::new(args.allow_existing_volumes.iter().cloned()),
         node_check,
+        start_attempts: args.start_attempts,
         ..AgentConfig::default()
     };
     let (spawner, failures) = watchdog();

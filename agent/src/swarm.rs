@@ -12,6 +12,7 @@ use bollard::container::LogOutput;
 use bollard::models::{ConfigSpec, NetworkCreateRequest, NodeState, SecretSpec, Service, ServiceSpec, Task};
 use bollard::query_parameters::{
     ListConfigsOptions, ListNetworksOptions, ListSecretsOptions, ListServicesOptions, ListTasksOptions, LogsOptions,
+    UpdateServiceOptionsBuilder,
 };
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -32,6 +33,8 @@ pub enum SwarmError {
         "network '{name}' could not be created (Docker says one of that name exists) yet is not listed; launch again"
     )]
     NetworkVanished { name: String },
+    #[error("service {service} is at version {version}, past what bollard's update call can name (32 bits)")]
+    VersionOutOfRange { service: String, version: u64 },
 }
 
 impl SwarmError {
@@ -83,6 +86,9 @@ pub trait Swarm: Send + Sync {
     /// Creates the service unless one of that name exists; returns its id.
     fn create_service(&self, spec: ServiceSpec) -> impl Future<Output = Result<String, SwarmError>> + Send;
     fn remove_service(&self, name: &str) -> impl Future<Output = Result<(), SwarmError>> + Send;
+    /// Starts the service's task anew: a forced update (`docker service
+    /// update --force`), after which Swarm replaces its task with a new one.
+    fn restart_service(&self, name: &str) -> impl Future<Output = Result<(), SwarmError>> + Send;
     /// The services labelled as this agent's.
     fn services(&self, agent_id: &str) -> impl Future<Output = Result<Vec<Service>, SwarmError>> + Send;
     /// The swarm status of node `node_id` as the manager sees it: its
@@ -286,6 +292,26 @@ impl Swarm for DockerSwarm {
             Err(e) if is_status(&e, 404) => Ok(()),
             Err(e) => Err(SwarmError::docker(format!("remove service {name}"))(e)),
         }
+    }
+
+    async fn restart_service(&self, name: &str) -> Result<(), SwarmError> {
+        let service = self
+            .docker
+            .inspect_service(name, None)
+            .await
+            .map_err(SwarmError::docker(format!("inspect service {name}")))?;
+        let version = service.version.and_then(|v| v.index).unwrap_or_default();
+        let mut spec = service.spec.unwrap_or_default();
+        let template = spec.task_template.get_or_insert_with(Default::default);
+        template.force_update = Some(template.force_update.unwrap_or(0).wrapping_add(1));
+        let version =
+            i32::try_from(version).map_err(|_| SwarmError::VersionOutOfRange { service: name.to_owned(), version })?;
+        let options = UpdateServiceOptionsBuilder::new().version(version).build();
+        self.docker
+            .update_service(name, spec, options, None)
+            .await
+            .map_err(SwarmError::docker(format!("update service {name}")))?;
+        Ok(())
     }
 
     async fn services(&self, agent_id: &str) -> Result<Vec<Service>, SwarmError> {

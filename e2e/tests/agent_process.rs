@@ -351,6 +351,27 @@ async fn a_non_zero_exit_and_a_missing_image_both_fail_with_the_reason() {
     w.wait_until_clean().await;
 }
 
+/// A container the engine cannot start (its executable is not in the
+/// image, so no program ever runs) is started again by the agent, as a
+/// busy engine's transient refusals are, and its failure is reported once,
+/// after the third start, naming the attempts and Docker's reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_the_engine_cannot_start_is_started_three_times_then_failed_naming_the_attempts() {
+    let mut w = World::start().await;
+    let offer = w.offer().await;
+    let mut task = w.task(&offer, "nostart", RANK_IMAGE, "unused");
+    task.command =
+        Some(CommandInfo { shell: Some(false), value: Some("/no/such/binary".into()), ..Default::default() });
+    let id = task.task_id.clone();
+    w.accept(&offer, Operation::launch(vec![task])).await;
+    let failed = w.until_state(&id, TaskState::Failed).await;
+    let message = failed.message.unwrap_or_default();
+    assert_eq!(failed.reason, Some(Reason::ReasonContainerLaunchFailed), "{message}");
+    assert!(message.starts_with("after 3 attempts, "), "{message}");
+    assert!(message.contains("/no/such/binary"), "Docker's reason is kept: {message}");
+    w.wait_until_clean().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mpi_pi_over_ssh_between_a_launcher_and_a_worker_launched_as_a_group() {
     let mut w = World::start().await;
