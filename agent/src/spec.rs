@@ -111,6 +111,14 @@ pub fn service_spec(plan: &TaskPlan, node_id: &str, ids: &ObjectIds) -> ServiceS
                 configs: Some(configs),
                 mounts: Some(plan.mounts.iter().map(mount).collect()),
                 stop_grace_period: plan.stop_grace_nanos,
+                // An init (Docker's docker-init, tini) as PID 1: a task's
+                // command runs under `/bin/sh -c`, and a shell that is PID 1
+                // ignores SIGTERM, so every removal waited out the whole stop
+                // grace period (10 s) before SIGKILL, holding the job's
+                // resources and network that long. The init passes SIGTERM
+                // on, reaps the zombies mpirun's ssh children leave, and
+                // exits with the command's code.
+                init: Some(true),
                 ..Default::default()
             }),
             resources: Some(TaskSpecResources {
@@ -250,6 +258,7 @@ mod tests {
         assert_eq!(c.command, Some(vec!["/bin/sh".into(), "-c".into(), "mpiswarm-rank worker".into()]));
         assert_eq!(c.env, Some(vec!["SLOTS=2".into()]));
         assert_eq!(c.hostname.as_deref(), Some("rank-0"));
+        assert_eq!(c.init, Some(true), "PID 1 passes SIGTERM on (a shell as PID 1 ignores it)");
         let r = template.resources.unwrap();
         assert_eq!(r.limits.unwrap().nano_cpus, Some(1_500_000_000));
         assert_eq!(r.reservations.unwrap().memory_bytes, Some(256 * 1024 * 1024));

@@ -351,24 +351,24 @@ async fn a_non_zero_exit_and_a_missing_image_both_fail_with_the_reason() {
     w.wait_until_clean().await;
 }
 
-/// A container the engine cannot start (its executable is not in the
-/// image, so no program ever runs) is started again by the agent, as a
-/// busy engine's transient refusals are, and its failure is reported once,
-/// after the third start, naming the attempts and Docker's reason.
+/// A container the engine cannot start (its memory limit is under
+/// Docker's 6 MB minimum, so no program ever runs) is started again by the
+/// agent, as a busy engine's transient refusals are, and its failure is
+/// reported once, after the third start, naming the attempts and Docker's
+/// reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_container_the_engine_cannot_start_is_started_three_times_then_failed_naming_the_attempts() {
     let mut w = World::start().await;
     let offer = w.offer().await;
-    let mut task = w.task(&offer, "nostart", RANK_IMAGE, "unused");
-    task.command =
-        Some(CommandInfo { shell: Some(false), value: Some("/no/such/binary".into()), ..Default::default() });
+    let mut task = w.task(&offer, "nostart", RANK_IMAGE, "true");
+    task.resources = vec![Resource::scalar("cpus", 0.2), Resource::scalar("mem", 4.0)];
     let id = task.task_id.clone();
     w.accept(&offer, Operation::launch(vec![task])).await;
     let failed = w.until_state(&id, TaskState::Failed).await;
     let message = failed.message.unwrap_or_default();
     assert_eq!(failed.reason, Some(Reason::ReasonContainerLaunchFailed), "{message}");
     assert!(message.starts_with("after 3 attempts, "), "{message}");
-    assert!(message.contains("/no/such/binary"), "Docker's reason is kept: {message}");
+    assert!(message.contains("Minimum memory limit"), "Docker's reason is kept: {message}");
     w.wait_until_clean().await;
 }
 
@@ -424,6 +424,45 @@ const UNTIL_TOLD: &str = "until [ -e /tmp/go ]; do sleep 0.2; done";
 fn tell_to_finish(container: &str) {
     let ok = Command::new("docker").args(["exec", container, "touch", "/tmp/go"]).status().unwrap().success();
     assert!(ok, "cannot signal container {container}");
+}
+
+/// A task's PID 1 is Docker's init, not the `/bin/sh -c` its command runs
+/// under: a shell as PID 1 ignores SIGTERM, so a KILL (a service removal)
+/// waited out the whole stop grace period before SIGKILL. The shell, no
+/// longer PID 1, ends at SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_pid_1_is_an_init_so_its_shell_ends_at_sigterm() {
+    let mut w = World::start().await;
+    let offer = w.offer().await;
+    let task = w.task(&offer, "init", RANK_IMAGE, UNTIL_TOLD);
+    let id = task.task_id.clone();
+    w.accept(&offer, Operation::launch(vec![task])).await;
+    w.until_state(&id, TaskState::Running).await;
+    let containers = support::running_containers(&id.value);
+    assert_eq!(containers.len(), 1, "{containers:?}");
+    let comm = |pid: &str| {
+        let out = Command::new("docker").args(["exec", &containers[0], "cat", &format!("/proc/{pid}/comm")]).output();
+        String::from_utf8_lossy(&out.unwrap().stdout).trim().to_owned()
+    };
+    assert_eq!(comm("1"), "docker-init");
+    // SIGTERM to the shell (the init's one child), as the init passes it
+    // on: the task ends by it.
+    let kill = "kill -TERM $(cat /proc/1/task/1/children)";
+    let out = Command::new("docker").args(["exec", &containers[0], "sh", "-c", kill]).output().unwrap();
+    assert!(out.status.success(), "{kill}: {}", String::from_utf8_lossy(&out.stderr));
+    let ended = within("the task's end", async {
+        loop {
+            let s = w.update(&id).await;
+            if s.state.is_terminal() {
+                return s;
+            }
+        }
+    })
+    .await;
+    assert_eq!(ended.state, TaskState::Failed, "{:?}", ended.message);
+    let code = ended.labels.as_ref().and_then(|l| l.get("mpiswarm.io/exit-code"));
+    assert_eq!(code, Some("143"), "ended by SIGTERM (128 + 15): {:?}", ended.message);
+    w.wait_until_clean().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
