@@ -291,7 +291,9 @@ pub struct MpiSpec {
     #[serde(default)]
     pub implementation: Implementation,
 
-    /// Extra arguments for `mpirun` (mpiswarm sets `-np` and the hostfile itself).
+    /// Extra arguments for `mpirun` (mpiswarm sets `-np` and the hostfile
+    /// itself, and for Open MPI ranks of less than one cpu `--mca
+    /// mpi_yield_when_idle 1`, unless these arguments name that parameter).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mpirun_args: Vec<String>,
 
