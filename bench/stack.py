@@ -45,7 +45,9 @@ class Stack:
 
     def __init__(self, binary, nodes, node_cpus, link_mbit):
         self.binary = binary
-        self.flags = ["--nodes", str(nodes), "--node-cpus", str(node_cpus), "--link-mbit", str(link_mbit)]
+        # Every benchmark job runs the rank image: only it is copied into the nodes.
+        self.flags = ["--nodes", str(nodes), "--node-cpus", str(node_cpus), "--link-mbit", str(link_mbit),
+                      "--node-images", "rank"]
         self.dir = tempfile.mkdtemp(prefix="mpiswarm-bench-")
         self.proc = None
         self.log = None

@@ -136,6 +136,17 @@ fn watch_until(
                             continue;
                         }
                         WatchEvent::Deleted(_) => continue,
+                        // The server no longer holds the changes since `rv`
+                        // (410 Gone): count from a fresh list, as a
+                        // reflector does, and watch on from its version.
+                        WatchEvent::Error(e) if e.code == 410 => {
+                            let listed = jobs.list(&ListParams::default()).await.expect("re-list after 410 Gone");
+                            for job in listed.items.iter().filter(|j| pred(j)) {
+                                done.insert(job.metadata.uid.clone().unwrap_or_default());
+                            }
+                            rv = listed.metadata.resource_version.unwrap_or_default();
+                            break;
+                        }
                         WatchEvent::Error(e) => panic!("watch: {e:?}"),
                     };
                     rv = job.metadata.resource_version.clone().unwrap_or_default();

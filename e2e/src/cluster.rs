@@ -45,6 +45,8 @@ pub struct Cluster {
 impl Cluster {
     /// `mpiswarm up --no-build --nodes N --node-cpus C EXTRA...` in a fresh
     /// data dir, waited on until `stack.json` says every component serves.
+    /// The nodes get the rank image alone (`--node-images rank`: every job
+    /// of the e2e tests runs it) unless EXTRA names `--node-images`.
     pub fn up(nodes: u32, node_cpus: f64, extra: &[&str]) -> Cluster {
         crate::images::require();
         let data = tempfile::tempdir().expect("a temp data dir");
@@ -53,6 +55,7 @@ impl Cluster {
         let log = std::fs::File::create(dir.join("up.log")).expect("up.log");
         let child = Command::new(crate::binary::mpiswarm())
             .args(["up", "--no-build", "--nodes", &n, "--node-cpus", &c])
+            .args(if extra.contains(&"--node-images") { &[][..] } else { &["--node-images", "rank"][..] })
             .args(extra)
             .arg("--data-dir")
             .arg(&dir)

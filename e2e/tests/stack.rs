@@ -37,7 +37,8 @@ fn main() {
         "stack",
         || {
             images::build_mpiswarm();
-            let mut cluster = Cluster::up(3, 2.0, &[]);
+            // The stack deployment runs mpiswarm's own image on the nodes.
+            let mut cluster = Cluster::up(3, 2.0, &["--node-images", "all"]);
             cluster.stop_up();
             cluster
         },

@@ -121,7 +121,7 @@ pub async fn run(args: ImagesArgs) -> Result<(), ImagesError> {
         }
         ImagesCommand::Load { nodes, image } => {
             for node in &nodes {
-                load_into(&image, node).await?;
+                load_into(&[image.as_str()], node).await?;
                 tracing::info!(%image, %node, "image loaded");
             }
         }
@@ -174,12 +174,16 @@ fn write_recipe(dir: &Path) -> Result<(), ImagesError> {
     Ok(())
 }
 
-/// `docker save IMAGE | docker exec -i NODE docker load`, streamed so a
-/// 300 MB image never sits in memory.
-pub async fn load_into(image: &str, node: &str) -> Result<(), ImagesError> {
-    let save_cmd = format!("docker save {image}");
+/// `docker save IMAGE... | docker exec -i NODE docker load`, streamed so a
+/// 300 MB image never sits in memory. Images saved together carry the
+/// layers they share once: the rank image, the stock Open MPI, MPICH and
+/// mpiswarm images are 496 MB in one stream and 894 MB in four (one node
+/// loaded them in 12 s instead of 17 s).
+pub async fn load_into(images: &[&str], node: &str) -> Result<(), ImagesError> {
+    let save_cmd = format!("docker save {}", images.join(" "));
     let mut save = Command::new("docker")
-        .args(["save", image])
+        .arg("save")
+        .args(images)
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|source| ImagesError::Spawn { command: save_cmd.clone(), source })?;

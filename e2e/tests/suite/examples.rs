@@ -17,6 +17,10 @@ pub fn network_yaml_runs_hpcc_across_the_nodes(cluster: &Cluster) {
     let mut seen: Vec<&str> = swarm.lines().collect();
     seen.sort_unstable();
     assert_eq!(seen, ["node1 Ready", "node2 Ready", "node3 Ready"], "{swarm}");
+    // `up --node-images rank` (the e2e clusters' default) copied the rank image alone.
+    let images = cluster.node_docker(cluster.manager(), &["images", "--format", "{{.Repository}}:{{.Tag}}"]);
+    let images: Vec<&str> = images.lines().filter(|l| !l.starts_with("<none>")).collect();
+    assert_eq!(images, [mpiswarm_e2e::images::RANK], "the node's images");
 
     let out = cluster.mpiswarm_within(&["run", "examples/network.yaml"], HPCC_DEADLINE);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
