@@ -33,6 +33,9 @@ pub(crate) struct FakeSwarm {
     pub(crate) restarted: Mutex<Vec<String>>,
     /// Refuses every restart.
     pub(crate) refuse_restart: bool,
+    /// How many more times `service_left` says a removed service's
+    /// containers are still there (Swarm stopping them).
+    pub(crate) lingering: Mutex<u32>,
 }
 
 /// A service creation held at its start: `entered` is notified when one
@@ -142,6 +145,12 @@ impl Swarm for FakeSwarm {
     }
     async fn tasks(&self, _: &str) -> Result<Vec<Task>, SwarmError> {
         Ok(self.swarm_tasks.lock().unwrap().clone())
+    }
+    async fn service_left(&self, _: &str, _: &str, _: Option<&str>) -> Result<bool, SwarmError> {
+        let mut lingering = self.lingering.lock().unwrap();
+        let left = *lingering > 0;
+        *lingering = lingering.saturating_sub(1);
+        Ok(left)
     }
     async fn owned(&self, kind: ObjectKind, _: &str) -> Result<Vec<crate::swarm::Owned>, SwarmError> {
         let k = match kind {

@@ -3,6 +3,12 @@
 //! collection of networks, secrets and configs no service of this agent
 //! references any more.
 //!
+//! Removing a task's service ends with it gone ([`Objects::remove_service`]):
+//! Swarm removes a service's containers, and then lets its networks,
+//! secrets and configs go, only after `docker service rm` returned; a task's
+//! terminal status waits for that, so that a job whose tasks all ended has
+//! nothing left on Swarm.
+//!
 //! The two are ordered by [`Objects`], the only way in: a launch and a
 //! collection never overlap, so a collection never removes the network,
 //! secret or config of a service a concurrent launch is about to create
@@ -12,15 +18,27 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bollard::models::Service;
 
 use crate::existing::{NetworkRefusal, TrustedVolumes, VolumeLookup, VolumeRefusal, check_network, check_volume};
 use crate::mounts::{MountPlan, VolumeOptions};
 use crate::plan::{FileKind, NetworkPlan, TaskPlan};
 use crate::spec::{self, ObjectIds};
-use crate::swarm::{ObjectKind, Swarm, SwarmError};
+use crate::swarm::{ObjectKind, Owned, Swarm, SwarmError};
 
 /// How often a service whose network vanished under it is tried again.
 const MISSING_NETWORK_RETRIES: u32 = 3;
+
+/// The longest a removal waits for Swarm to let a service's containers and
+/// objects go. The controller waits 20 s per pass for a KILL's terminal
+/// update (and then sends the KILL again, which is harmless): a normal
+/// teardown takes a few seconds.
+const GONE_DEADLINE: Duration = Duration::from_secs(15);
+
+/// How often a removal looks whether Swarm is done.
+const GONE_POLL: Duration = Duration::from_millis(250);
 
 /// Why a group did not start, and which task was the cause.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +104,61 @@ impl Objects {
         result
     }
 
+    /// Removes the service `name` and waits (at most [`GONE_DEADLINE`]) until
+    /// it is gone: nothing of it left on `node_id` (see
+    /// [`Swarm::service_left`]), and none of the networks, secrets and
+    /// configs it used left among this agent's, unless another of its
+    /// services uses them (the node's last task of a job takes them along).
+    /// Returns the names of the objects collected meanwhile. What is still
+    /// there at the deadline is left to later collections.
+    pub(crate) async fn remove_service<S: Swarm>(
+        &self,
+        swarm: &S,
+        node_id: &str,
+        agent_id: &str,
+        name: &str,
+    ) -> Result<Vec<String>, SwarmError> {
+        // Listed before it goes, for its id and what it uses; not listed
+        // when a removal under way (the resync's of a task that ended, met
+        // by a KILL) got there first: its containers are still waited for.
+        let service = swarm.services(agent_id).await?.into_iter().find(|s| service_name(s) == Some(name));
+        swarm.remove_service(name).await?;
+        self.collect_later();
+        let deadline = tokio::time::Instant::now() + GONE_DEADLINE;
+        let late = |what: &str| {
+            tracing::warn!(
+                service = name,
+                "{what} still there {}s after the removal; collecting later",
+                GONE_DEADLINE.as_secs()
+            );
+        };
+        let id = service.as_ref().and_then(|s| s.id.as_deref());
+        while swarm.service_left(node_id, name, id).await? {
+            if tokio::time::Instant::now() >= deadline {
+                late("its containers are");
+                return Ok(Vec::new());
+            }
+            tokio::time::sleep(GONE_POLL).await;
+        }
+        // What it used; unknown when it was not listed: then every object
+        // still busy may be one of them.
+        let used: Option<HashSet<String>> = service.as_ref().map(|s| references(s).collect());
+        let mine = |o: &Owned| used.as_ref().is_none_or(|u| u.contains(&o.id) || u.contains(&o.name));
+        let mut removed = Vec::new();
+        loop {
+            let collected = self.collect(swarm, agent_id).await?;
+            removed.extend(collected.removed);
+            if !collected.busy.iter().any(mine) {
+                return Ok(removed);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                late("its networks, secrets or configs are");
+                return Ok(removed);
+            }
+            tokio::time::sleep(GONE_POLL).await;
+        }
+    }
+
     /// Marks a collection as due.
     pub(crate) fn collect_later(&self) {
         self.due.store(true, Ordering::SeqCst);
@@ -102,7 +175,7 @@ impl Objects {
         let _order = self.order.lock().await;
         self.due.store(false, Ordering::SeqCst);
         let result = collect_garbage(swarm, agent_id).await;
-        if result.as_ref().map_or(true, |c| c.busy > 0) {
+        if result.as_ref().map_or(true, |c| !c.busy.is_empty()) {
             self.collect_later();
         }
         result
@@ -224,31 +297,36 @@ async fn launch_group<S: Swarm>(
 pub struct Collected {
     pub removed: Vec<String>,
     /// Unreferenced objects Swarm would not remove yet (a container of a
-    /// removed service still stopping): collect again later.
-    pub busy: usize,
+    /// removed service still stopping, or another agent's service using
+    /// them): collect again later.
+    pub busy: Vec<Owned>,
+}
+
+fn service_name(service: &Service) -> Option<&str> {
+    service.spec.as_ref()?.name.as_deref()
+}
+
+/// The networks, secrets and configs `service` uses, by id and by name.
+fn references(service: &Service) -> impl Iterator<Item = String> + '_ {
+    let template = service.spec.as_ref().and_then(|s| s.task_template.as_ref());
+    let networks = template.into_iter().flat_map(|t| t.networks.iter().flatten()).flat_map(|n| n.target.clone());
+    let container = template.and_then(|t| t.container_spec.as_ref());
+    let secrets = container
+        .into_iter()
+        .flat_map(|c| c.secrets.iter().flatten())
+        .flat_map(|s| s.secret_id.clone().into_iter().chain(s.secret_name.clone()));
+    let configs = container
+        .into_iter()
+        .flat_map(|c| c.configs.iter().flatten())
+        .flat_map(|c| c.config_id.clone().into_iter().chain(c.config_name.clone()));
+    networks.chain(secrets).chain(configs)
 }
 
 /// Removes this agent's networks, secrets and configs that none of its
 /// services references.
 async fn collect_garbage<S: Swarm>(swarm: &S, agent_id: &str) -> Result<Collected, SwarmError> {
     let services = swarm.services(agent_id).await?;
-    let mut used: HashSet<String> = HashSet::new();
-    for service in &services {
-        let Some(template) = service.spec.as_ref().and_then(|s| s.task_template.as_ref()) else { continue };
-        for n in template.networks.iter().flatten() {
-            used.extend(n.target.clone());
-        }
-        if let Some(c) = &template.container_spec {
-            for s in c.secrets.iter().flatten() {
-                used.extend(s.secret_id.clone());
-                used.extend(s.secret_name.clone());
-            }
-            for s in c.configs.iter().flatten() {
-                used.extend(s.config_id.clone());
-                used.extend(s.config_name.clone());
-            }
-        }
-    }
+    let used: HashSet<String> = services.iter().flat_map(references).collect();
     let mut collected = Collected::default();
     for kind in [ObjectKind::Secret, ObjectKind::Config, ObjectKind::Network] {
         for object in swarm.owned(kind, agent_id).await? {
@@ -258,8 +336,8 @@ async fn collect_garbage<S: Swarm>(swarm: &S, agent_id: &str) -> Result<Collecte
             match swarm.remove(kind, &object.id).await {
                 Ok(()) => collected.removed.push(object.name),
                 Err(e) => {
-                    collected.busy += 1;
                     tracing::debug!(name = %object.name, error = %e, "still in use; collecting later");
+                    collected.busy.push(object);
                 }
             }
         }
@@ -345,6 +423,20 @@ mod tests {
         swarm.remove_service(&plans[1].service_name).await.unwrap();
         collect_garbage(&swarm, "A").await.unwrap();
         assert!(swarm.names().is_empty(), "{:?}", swarm.names());
+    }
+
+    #[tokio::test]
+    async fn removing_the_last_service_of_a_job_returns_once_its_objects_are_gone() {
+        let plans = vec![plan("a"), plan("b")];
+        let swarm = FakeSwarm::default();
+        let objects = Objects::new();
+        objects.launch(&swarm, "node", "A", &plans, rules(&no_volume_rules())).await.unwrap();
+        let removed = objects.remove_service(&swarm, "node", "A", &plans[0].service_name).await.unwrap();
+        assert!(removed.is_empty(), "a sibling still uses them: {removed:?}");
+        assert!(swarm.names().contains(&("network".into(), "net".into())), "{:?}", swarm.names());
+        let removed = objects.remove_service(&swarm, "node", "A", &plans[1].service_name).await.unwrap();
+        assert!(swarm.names().is_empty(), "left behind: {:?}", swarm.names());
+        assert!(removed.contains(&"net".to_owned()), "{removed:?}");
     }
 
     #[tokio::test]

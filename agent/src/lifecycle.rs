@@ -173,14 +173,13 @@ impl<S: Swarm + 'static> Agent<S> {
     async fn remove_killed(self: &Arc<Self>, name: &str) {
         // No TASK_KILLING: Mesos sends it only to frameworks with the
         // TASK_KILLING_STATE capability, and the kill is quick here.
-        let removed = self.swarm.remove_service(name).await;
-        self.objects.collect_later();
-        match removed {
+        // TASK_KILLED once Swarm is done: the service, its containers and,
+        // for the node's last task of a job, the job's objects are gone.
+        match self.remove_service(name).await {
             Ok(()) => {
                 self.tasks.transition(name, Observed::simple(TaskState::Killed, "killed: service removed"));
                 self.outputs.stop(name).await;
                 self.tasks.end_kill(name);
-                self.collect_garbage().await;
             }
             Err(e) => {
                 tracing::error!(service = name, error = %e, "could not remove service");

@@ -42,6 +42,7 @@ impl<S: Swarm + 'static> Agent<S> {
                 self.objects.collect_later();
             }
         }
+        let mut endings = Vec::new();
         for task in snapshot {
             let (name, last, image) = (task.service, task.state, task.image);
             let owner = Owner::new(&task.framework_id, &task.task_id);
@@ -104,17 +105,16 @@ impl<S: Swarm + 'static> Agent<S> {
                         Err(e) => tracing::debug!(error = %e, "no logs"),
                     }
                 }
-                if !self.tasks.transition_from(&name, last, observed) {
-                    continue;
+                // The framework hears of the end once Swarm is done with
+                // the service; the removals of one pass run side by side.
+                if self.tasks.begin_end(&name, last) {
+                    endings.push(self.end_task(name, observed));
                 }
-                if let Err(e) = self.swarm.remove_service(&name).await {
-                    tracing::warn!(service = name, error = %e, "could not remove a finished service");
-                }
-                self.objects.collect_later();
             } else {
                 self.tasks.transition_from(&name, last, observed);
             }
         }
+        futures::future::join_all(endings).await;
         let tracked = self.tasks.services();
         self.retries.retain(|name| tracked.contains(name));
         self.collect_orphans(&services, &launching).await;
@@ -149,13 +149,36 @@ impl<S: Swarm + 'static> Agent<S> {
     pub(crate) async fn collect_garbage(&self) {
         let Some(agent_id) = self.agent_id() else { return };
         match self.objects.collect(&*self.swarm, &agent_id.value).await {
-            Ok(collected) => {
-                if !collected.removed.is_empty() {
-                    self.counters.objects_removed.inc_by(collected.removed.len() as u64);
-                    tracing::info!(removed = ?collected.removed, "removed unused swarm objects");
-                }
-            }
+            Ok(collected) => self.removed_objects(&collected.removed),
             Err(e) => tracing::warn!(error = %e, "garbage collection failed; retrying at the next resync"),
+        }
+    }
+
+    /// Ends a task whose end [`crate::tasks::TaskTable::begin_end`] claimed:
+    /// removes its service, reports `observed` once Swarm is done with it (a
+    /// KILL that came meanwhile reported TASK_KILLED first; then nothing
+    /// more is), and releases the claim.
+    async fn end_task(&self, name: String, observed: Observed) {
+        if let Err(e) = self.remove_service(&name).await {
+            tracing::warn!(service = name, error = %e, "could not remove a finished service");
+        }
+        self.tasks.transition(&name, observed);
+        self.tasks.end_kill(&name);
+    }
+
+    /// Removes a task's service and returns once Swarm is done with it (see
+    /// [`crate::launch::Objects::remove_service`]).
+    pub(crate) async fn remove_service(&self, name: &str) -> Result<(), SwarmError> {
+        let Some(agent_id) = self.agent_id() else { return self.swarm.remove_service(name).await };
+        let removed = self.objects.remove_service(&*self.swarm, &self.node_id, &agent_id.value, name).await?;
+        self.removed_objects(&removed);
+        Ok(())
+    }
+
+    fn removed_objects(&self, removed: &[String]) {
+        if !removed.is_empty() {
+            self.counters.objects_removed.inc_by(removed.len() as u64);
+            tracing::info!(?removed, "removed unused swarm objects");
         }
     }
 }
@@ -261,5 +284,21 @@ mod tests {
         assert_eq!(reports.len(), 1, "{reports:?}");
         assert_eq!(reports[0].0, TaskState::Failed);
         assert!(reports[0].2.starts_with("the container did not start"), "{}", reports[0].2);
+    }
+
+    #[tokio::test]
+    async fn an_ended_task_is_reported_once_swarm_let_its_service_go_and_once_only() {
+        let swarm = FakeSwarm { lingering: std::sync::Mutex::new(2), ..FakeSwarm::default() };
+        let (mut f, service) = launched(swarm).await;
+        f.agent.swarm.swarm_tasks.lock().unwrap().push(swarm_task(&service, 1, SwarmState::COMPLETE, ""));
+        // Two passes at once: the second finds the removal under way and leaves it.
+        let (a, b) = tokio::join!(f.agent.resync(), f.agent.resync());
+        (a.unwrap(), b.unwrap());
+        assert_eq!(*f.agent.swarm.lingering.lock().unwrap(), 0, "the end waited while Swarm still held containers");
+        let states: Vec<_> = reported(&mut f.statuses).into_iter().map(|(s, ..)| s).collect();
+        assert_eq!(states, vec![TaskState::Finished], "reported once, after the service went");
+        assert!(!f.agent.swarm.names().iter().any(|(kind, _)| kind == "service"), "{:?}", f.agent.swarm.names());
+        f.agent.resync().await.unwrap();
+        assert_eq!(reported(&mut f.statuses), vec![]);
     }
 }

@@ -11,8 +11,8 @@ use bollard::Docker;
 use bollard::container::LogOutput;
 use bollard::models::{ConfigSpec, NetworkCreateRequest, NodeState, SecretSpec, Service, ServiceSpec, Task};
 use bollard::query_parameters::{
-    ListConfigsOptions, ListNetworksOptions, ListSecretsOptions, ListServicesOptions, ListTasksOptions, LogsOptions,
-    UpdateServiceOptionsBuilder,
+    ListConfigsOptions, ListContainersOptions, ListNetworksOptions, ListSecretsOptions, ListServicesOptions,
+    ListTasksOptions, LogsOptions, UpdateServiceOptionsBuilder,
 };
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -99,6 +99,18 @@ pub trait Swarm: Send + Sync {
     ) -> impl Future<Output = Result<(Option<NodeState>, Option<String>), SwarmError>> + Send;
     /// Swarm tasks on `node_id`, all services.
     fn tasks(&self, node_id: &str) -> impl Future<Output = Result<Vec<Task>, SwarmError>> + Send;
+    /// Whether anything of the service `name` (with id `id`, when known) is
+    /// left on `node_id`: a Swarm task (Swarm deletes a removed service's
+    /// tasks once their containers stopped; listed by service id, so only
+    /// with `id`) or, on the engine the agent talks to, a container in any
+    /// state (Swarm removes those after it deleted their tasks; another
+    /// node's engine lists none of them).
+    fn service_left(
+        &self,
+        node_id: &str,
+        name: &str,
+        id: Option<&str>,
+    ) -> impl Future<Output = Result<bool, SwarmError>> + Send;
     /// Objects of `kind` labelled as this agent's.
     fn owned(&self, kind: ObjectKind, agent_id: &str) -> impl Future<Output = Result<Vec<Owned>, SwarmError>> + Send;
     fn remove(&self, kind: ObjectKind, id: &str) -> impl Future<Output = Result<(), SwarmError>> + Send;
@@ -334,6 +346,21 @@ impl Swarm for DockerSwarm {
             .list_tasks(Some(ListTasksOptions { filters: Some(filters) }))
             .await
             .map_err(SwarmError::docker("list tasks"))
+    }
+
+    async fn service_left(&self, node_id: &str, name: &str, id: Option<&str>) -> Result<bool, SwarmError> {
+        if let Some(id) = id
+            && self.tasks(node_id).await?.iter().any(|t| t.service_id.as_deref() == Some(id))
+        {
+            return Ok(true);
+        }
+        let filters = HashMap::from([("label".to_owned(), vec![format!("com.docker.swarm.service.name={name}")])]);
+        let containers = self
+            .docker
+            .list_containers(Some(ListContainersOptions { all: true, filters: Some(filters), ..Default::default() }))
+            .await
+            .map_err(SwarmError::docker(format!("list containers of service {name}")))?;
+        Ok(!containers.is_empty())
     }
 
     async fn owned(&self, kind: ObjectKind, agent_id: &str) -> Result<Vec<Owned>, SwarmError> {

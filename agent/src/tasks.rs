@@ -25,7 +25,8 @@ use crate::writer::Writer;
 /// A task as the table holds it.
 pub(crate) struct Tracked {
     pub(crate) record: TaskRecord,
-    /// A KILL is removing the service; observations are not reported.
+    /// A KILL, or the end of the task, is removing the service;
+    /// observations are not reported.
     pub(crate) killing: bool,
 }
 
@@ -177,6 +178,22 @@ impl TaskTable {
                 t.killing = true;
                 KillStart::Live
             }
+        }
+    }
+
+    /// Claims the end of `service`, observed while it was in `last`: marks
+    /// it as being removed (as a KILL does, so neither a resync nor a KILL
+    /// starts a second removal) unless a KILL took it over or its state
+    /// moved meanwhile. Returns whether the caller now owns the removal;
+    /// [`Self::end_kill`] releases it.
+    pub(crate) fn begin_end(&self, service: &str, last: TaskState) -> bool {
+        let mut table = lock(&self.table);
+        match table.tasks.get_mut(service) {
+            Some(t) if !t.killing && t.record.status.state == last && !last.is_terminal() => {
+                t.killing = true;
+                true
+            }
+            _ => false,
         }
     }
 
