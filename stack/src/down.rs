@@ -4,9 +4,10 @@
 //! with `up --nodes` the node containers that hold them. Running jobs end
 //! with it; their MpiJobs stay in the data dir. Another stack's objects on
 //! the same engine are not touched: only those labelled with this data
-//! dir's agent id go.
+//! dir's agent id go, and `down` returns once the engine lists none of
+//! them (containers included: Swarm removes those after their service).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -46,33 +47,85 @@ pub fn run(args: DownArgs) -> Result<()> {
     if had_nodes || removed > 0 {
         return Ok(());
     }
-    // The agent of `up` on this engine labels every object with the id it
-    // keeps in DATA/agent; without one it never registered, so made nothing.
-    // The agent's store is the one home of where that id is kept.
-    let agent_dir = dir.join("agent");
+    let Some(agent_id) = agent_id(&dir) else { return Ok(()) };
+    remove_agent_objects(&agent_id)
+}
+
+/// How long `down` waits for Swarm to remove what the stack's agent made.
+const GONE_DEADLINE: Duration = Duration::from_secs(60);
+
+/// The id the stack's agent of `data_dir` labels every object with; `None`
+/// when it never registered, so made nothing. The agent's store is the one
+/// home of where that id is kept.
+pub fn agent_id(data_dir: &Path) -> Option<String> {
+    let agent_dir = data_dir.join("agent");
     let stored = agent_dir.is_dir().then(|| mpiswarm_agent::store::Store::open(&agent_dir).ok()).flatten();
-    let Some(agent_id) = stored.and_then(|s| s.agent_id().ok().flatten()) else { return Ok(()) };
-    let owned = format!("label={}", mpiswarm_agent::labels::owned_by(&agent_id.value));
-    for (kind, ls) in [("service", "ls"), ("network", "ls"), ("secret", "ls"), ("config", "ls")] {
-        let out = Command::new("docker")
-            .args([kind, ls, "-q", "--filter", &owned])
-            .output()
-            .map_err(StackError::DockerMissing)?;
-        let ids: Vec<String> = String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_owned).collect();
-        if ids.is_empty() {
-            continue;
+    stored.and_then(|s| s.agent_id().ok().flatten()).map(|id| id.value)
+}
+
+/// What of the agent `agent_id` this engine still holds, one `KIND ID` per
+/// object: services, networks, secrets, configs, and containers in any state.
+pub fn left_on_engine(agent_id: &str) -> Result<Vec<String>> {
+    let owned = format!("label={}", mpiswarm_agent::labels::owned_by(agent_id));
+    let mut left = Vec::new();
+    for kind in KINDS {
+        let listed = match kind {
+            "container" => ["ps", "-aq", "--filter", &owned].map(str::to_owned).to_vec(),
+            _ => [kind, "ls", "-q", "--filter", &owned].map(str::to_owned).to_vec(),
+        };
+        let out = Command::new("docker").args(&listed).output().map_err(StackError::DockerMissing)?;
+        if !out.status.success() {
+            return Err(crate::docker::failed(&listed, &out.stderr));
         }
-        eprintln!("mpiswarm down: removing {} {kind}(s)", ids.len());
-        // Networks stay busy until the services' containers are gone.
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let removed =
-                Command::new("docker").arg(kind).arg("rm").args(&ids).output().map_err(StackError::DockerMissing)?;
-            if removed.status.success() || Instant::now() > deadline {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(500));
-        }
+        left.extend(String::from_utf8_lossy(&out.stdout).split_whitespace().map(|id| format!("{kind} {id}")));
     }
-    Ok(())
+    Ok(left)
+}
+
+/// The kinds of objects the agent makes, in the order they can be removed:
+/// Swarm removes a service's containers itself, and a network goes only
+/// once no container uses it.
+const KINDS: [&str; 5] = ["service", "container", "secret", "config", "network"];
+
+/// Removes every object of the agent `agent_id` and returns once this
+/// engine lists none of them (at most [`GONE_DEADLINE`]), saying what it
+/// still waits for.
+fn remove_agent_objects(agent_id: &str) -> Result<()> {
+    let deadline = Instant::now() + GONE_DEADLINE;
+    let mut said = String::new();
+    loop {
+        let left = left_on_engine(agent_id)?;
+        if left.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(StackError::LeftBehind { left, waited: GONE_DEADLINE });
+        }
+        let line = format!("mpiswarm down: removing {}", count_by_kind(&left));
+        if line != said {
+            eprintln!("{line}");
+            said = line;
+        }
+        for kind in KINDS.into_iter().filter(|k| *k != "container") {
+            let ids: Vec<&str> = left.iter().filter_map(|l| l.strip_prefix(kind)?.strip_prefix(' ')).collect();
+            if !ids.is_empty() {
+                // Refused while in use (a network whose containers are still
+                // going): the next pass tries again.
+                let _refused = Command::new("docker").args([kind, "rm"]).args(&ids).output();
+            }
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// "2 service(s), 1 network(s)": what `left` holds, by kind.
+fn count_by_kind(left: &[String]) -> String {
+    KINDS
+        .into_iter()
+        .filter_map(|kind| {
+            let n = left.iter().filter(|l| l.split(' ').next() == Some(kind)).count();
+            (n > 0).then(|| format!("{n} {kind}(s)"))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -97,6 +97,11 @@ pub enum StackError {
     )]
     AlreadyRunning { dir: PathBuf, pid: u32 },
 
+    #[error(
+        "the engine still holds {} of this stack's objects {}s after they were removed: {}; remove them with `docker <kind> rm <id>`",
+        left.len(), waited.as_secs(), left.join(", ")
+    )]
+    LeftBehind { left: Vec<String>, waited: Duration },
     #[error("running docker: is Docker installed and its daemon running?")]
     DockerMissing(#[source] std::io::Error),
     #[error("`docker {command}` failed: {stderr}")]
