@@ -5,8 +5,10 @@
 //! exits 2 naming the field, `mpiswarm logs` reads the launcher's output
 //! through the controller's log endpoint (with the admin kubeconfig, and
 //! with a tenant's from `mpiswarm tenant add`, which reads its own job's
-//! output while another tenant is refused it, naming the rule), and
-//! `mpiswarm down` stops the stack and leaves no Swarm object of it behind.
+//! output while another tenant is refused it, naming the rule), `kubectl
+//! delete` of the jobs returns once the engine holds nothing of them, and
+//! `mpiswarm down` stops the stack (ending a running job) and returns once
+//! no Swarm object or container of it is left.
 //! Needs the images of `make images`.
 
 mod up;
@@ -102,25 +104,71 @@ fn up_run_logs_and_down_through_the_binary() {
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let uids = [uid_of("pi"), uid_of("fails")];
-    let down = mpiswarm(&["down"], data);
-    assert!(down.status.success(), "{:?}", text(&down));
-    assert!(!data.join("stack.json").exists(), "down removes the stack file");
-    let started = Instant::now();
-    loop {
-        let mut left = Vec::new();
+    let agent_id = mpiswarm_stack::down::agent_id(data).expect("the stack's agent registered");
+    let left = |what: &str| {
+        let mut left = mpiswarm_stack::down::left_on_engine(&agent_id).expect("docker lists the agent's objects");
         for uid in &uids {
             let label = format!("label=mpiswarm.io/job-uid={uid}");
-            for args in [vec!["service", "ls", "-q", "--filter", &label], vec!["ps", "-q", "--filter", &label]] {
+            for args in [vec!["service", "ls", "-q", "--filter", &label], vec!["ps", "-aq", "--filter", &label]] {
                 let out = docker(&args);
                 left.extend(String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned));
             }
         }
-        if left.is_empty() {
-            break;
+        if !left.is_empty() {
+            let described: Vec<String> = left
+                .iter()
+                .filter_map(|l| l.strip_prefix("container "))
+                .map(|id| {
+                    let format = "{{.Name}} {{.State.Status}} task {{index .Config.Labels \"mpiswarm.io/task-id\"}}";
+                    text(&docker(&["inspect", "--format", format, id])).0.trim().to_owned()
+                })
+                .collect();
+            let log = stack.log();
+            let tail: Vec<&str> = log.lines().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect();
+            panic!(
+                "left behind right after {what}: {left:?}\ncontainers: {described:?}\nstack log:\n{}",
+                tail.join("\n")
+            );
         }
-        assert!(started.elapsed() < DEADLINE, "left behind after down: {left:?}");
-        std::thread::sleep(Duration::from_millis(500)); // Swarm removes containers asynchronously
-    }
+    };
+
+    // A running job is gone from the engine when its deletion returns:
+    // services, containers, and the network, secret and config of its last
+    // task; so are finished ones.
+    let kubectl = |args: &[&str]| {
+        let mut cmd = Command::new("kubectl");
+        cmd.arg("--kubeconfig").arg(data.join("kubeconfig")).args(args);
+        let out = run(cmd);
+        assert!(out.status.success(), "kubectl {args:?}: {:?}", text(&out));
+    };
+    let start_sleeper = || {
+        let running = job_file(
+            data,
+            "sleeps",
+            "  image: mpiswarm/openmpi:0.1.0\n  command: [sleep, '600']\n  ranks: 2\n  resources: {cpus: 0.25, memory: 64Mi}\n",
+        );
+        kubectl(&["apply", "-f", running.to_str().unwrap()]);
+        let started = std::time::Instant::now();
+        loop {
+            let listed = mpiswarm_stack::down::left_on_engine(&agent_id).expect("docker lists the agent's objects");
+            if listed.iter().any(|l| l.starts_with("container ")) {
+                break;
+            }
+            assert!(started.elapsed() < DEADLINE, "the job 'sleeps' never started a container: {listed:?}");
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    };
+    start_sleeper();
+    kubectl(&["delete", "mpij", "pi", "fails", "sleeps"]);
+    left("kubectl delete");
+
+    // `down` ends a running job too.
+    start_sleeper();
+    let down = mpiswarm(&["down"], data);
+    assert!(down.status.success(), "{:?}", text(&down));
+    assert!(!data.join("stack.json").exists(), "down removes the stack file");
+    eprintln!("mpiswarm down said: {}", text(&down).1);
+    left("mpiswarm down");
 }
 
 /// Two tenants made by `mpiswarm tenant add`: team-a runs a job in its

@@ -20,6 +20,8 @@ pub const READY_DEADLINE: Duration = Duration::from_secs(300);
 pub const COMMAND_DEADLINE: Duration = Duration::from_secs(120);
 /// `up` stopping on SIGTERM (its components stop within 10 s each).
 const STOP_DEADLINE: Duration = Duration::from_secs(40);
+/// Copying an image of a few hundred MB into a node's engine.
+const IMAGE_LOAD_DEADLINE: Duration = Duration::from_secs(300);
 
 /// The label `up --nodes` puts on its node containers (stack/src/nodes.rs).
 const DATA_DIR_LABEL: &str = "mpiswarm.io/data-dir";
@@ -40,6 +42,8 @@ pub struct Cluster {
     swarm: Swarm,
     /// `mpiswarm down` ran (by [`Cluster::down`]); the drop has nothing left to do.
     down: bool,
+    /// `up` was stopped ([`Cluster::stop_up`]): its components serve no more.
+    up_stopped: bool,
 }
 
 impl Cluster {
@@ -71,6 +75,7 @@ impl Cluster {
             dir: dir.clone(),
             nodes: Vec::new(),
             down: false,
+            up_stopped: false,
         };
         eprintln!("e2e: mpiswarm up --nodes {n} --node-cpus {c} {} --data-dir {}", extra.join(" "), dir.display());
         wait::until(READY_DEADLINE, "mpiswarm up is ready (stack.json)", || {
@@ -159,6 +164,12 @@ impl Cluster {
             .collect()
     }
 
+    /// Whether `up`'s components (the offer layer among them) still serve:
+    /// not after [`Cluster::stop_up`].
+    pub fn up_serves(&self) -> bool {
+        !self.up_stopped
+    }
+
     /// Nodes sorted by hostname; node1 is the manager.
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
@@ -245,6 +256,35 @@ impl Cluster {
         mpiswarm_testkit::output_within(cmd, stdin, COMMAND_DEADLINE)
     }
 
+    /// Loads `image` from this machine's engine into every node's engine
+    /// (`docker save | docker exec -i NODE docker load`, the nodes side by
+    /// side), for a case whose image `up --node-images rank` left out.
+    pub fn load_image(&self, image: &str) {
+        std::thread::scope(|scope| {
+            let loads: Vec<_> = self
+                .nodes
+                .iter()
+                .map(|node| {
+                    scope.spawn(move || {
+                        let mut cmd = Command::new("sh");
+                        cmd.args(["-c", "docker save \"$1\" | docker exec -i \"$2\" docker load -q", "load"])
+                            .args([image, node.container.as_str()]);
+                        (node, mpiswarm_testkit::output_within(cmd, None, IMAGE_LOAD_DEADLINE))
+                    })
+                })
+                .collect();
+            for load in loads {
+                let (node, out) = load.join().expect("an image load thread");
+                assert!(
+                    out.status.success(),
+                    "loading {image} into {}: {}",
+                    node.hostname,
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        });
+    }
+
     /// Whether the node's container runs (a test may have killed it).
     pub fn node_runs(&self, node: &Node) -> bool {
         self.docker(&["inspect", "-f", "{{.State.Running}}", &node.container]).trim() == "true"
@@ -270,6 +310,7 @@ impl Cluster {
     /// lingers. The node containers stay, with their swarm, until `down`:
     /// a test may run components of its own for them.
     pub fn stop_up(&mut self) {
+        self.up_stopped = true;
         if self.up.try_wait().ok().flatten().is_some() {
             return;
         }

@@ -8,12 +8,14 @@ use std::time::Duration;
 /// The rank image every job of the suite runs, and the node image of `up --nodes`.
 pub const RANK: &str = "mpiswarm/openmpi:0.1.0";
 pub const NODE: &str = "mpiswarm/node:0.1.0";
+/// The stock Debian MPICH image of `examples/mpich.yaml` (`images build --mpich`).
+pub const MPICH: &str = "mpiswarm/debian-mpich:bookworm";
 /// The image of the `mpiswarm` binary itself (the manifests' and the agents' stack file's).
 pub const MPISWARM: &str = "mpiswarm/mpiswarm:0.1.0";
 
 /// Panics naming the first image that is missing.
 pub fn require() {
-    for image in [RANK, NODE] {
+    for image in [RANK, NODE, MPICH] {
         let mut cmd = Command::new("docker");
         cmd.args(["image", "inspect", "-f", "{{.Id}}", image]);
         let out = mpiswarm_testkit::output_within(cmd, None, Duration::from_secs(60));

@@ -1,7 +1,9 @@
 //! What a finished test may not leave behind, checked on every node of a
 //! [`Cluster`]: no service, secret or config labelled by mpiswarm's agents
 //! (cluster-wide objects, so the manager lists them all), and on each node's
-//! own engine no such network and no running container at all.
+//! own engine no such network and no running container at all; while `up`
+//! serves, the offer layer holds no task that has not ended (its resources
+//! are all free again, so the next test starts on an idle cluster).
 
 use std::time::Duration;
 
@@ -31,7 +33,36 @@ pub fn leftovers(cluster: &Cluster) -> Vec<String> {
         let containers = cluster.node_docker(node, &["ps", "-q"]);
         left.extend(containers.split_whitespace().map(|id| format!("running container {id} on {}", node.hostname)));
     }
+    if cluster.up_serves() {
+        left.extend(live_offer_tasks(cluster));
+    }
     left
+}
+
+/// Mesos' terminal task states: a task in one of them holds no resources.
+const TERMINAL: [&str; 8] = [
+    "TASK_FINISHED",
+    "TASK_FAILED",
+    "TASK_KILLED",
+    "TASK_ERROR",
+    "TASK_LOST",
+    "TASK_DROPPED",
+    "TASK_GONE",
+    "TASK_GONE_BY_OPERATOR",
+];
+
+/// The tasks the offer layer books as not yet ended, one line each.
+fn live_offer_tasks(cluster: &Cluster) -> Vec<String> {
+    let state = match cluster.master_state() {
+        Ok(state) => state,
+        Err(e) => return vec![format!("the offer layer's state cannot be read: {e}")],
+    };
+    let frameworks = state["frameworks"].as_array().into_iter().flatten();
+    frameworks
+        .flat_map(|f| f["tasks"].as_array().into_iter().flatten())
+        .filter(|t| !TERMINAL.contains(&t["state"].as_str().unwrap_or_default()))
+        .map(|t| format!("task {} {} in the offer layer", t["id"].as_str().unwrap_or("?"), t["state"]))
+        .collect()
 }
 
 /// Waits (at most [`DEADLINE`]) until nothing of mpiswarm's is left on any node.

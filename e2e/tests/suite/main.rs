@@ -12,6 +12,7 @@ mod bad_input;
 mod examples;
 mod load;
 mod placement;
+mod teardown;
 
 use mpiswarm_e2e::{Cluster, runner};
 
@@ -30,7 +31,12 @@ fn main() {
                 "bad_input::missing_image_exit_3_malformed_yaml_and_schema_violation_leave_a_job_beside_alone",
                 bad_input::none_disturbs_a_job_beside,
             ),
+            (
+                "teardown::delete_of_a_running_3_node_job_returns_when_nothing_is_left",
+                teardown::delete_returns_when_nothing_is_left,
+            ),
             ("examples::network_yaml_runs_hpcc_across_the_nodes", examples::network_yaml_runs_hpcc_across_the_nodes),
+            ("examples::mpich_yaml_runs_pi_on_2_nodes", examples::mpich_yaml_runs_pi_on_2_nodes),
             ("load::hundred_jobs_under_weights_2_to_1", load::hundred_jobs_under_weights_2_to_1),
         ],
     )
