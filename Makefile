@@ -64,7 +64,8 @@ test-all: ## every test: make unit's and those that need Docker, kubectl and the
 # when the node's engine could not start its container ("unable to remount
 # dir as readonly ... device or resource busy").
 # Nothing is skipped because something before it failed; any failure fails
-# the target.
+# the target. Last, scripts/volumes-left fails it if the engine holds a
+# volume it did not hold before the first test (one a test left behind).
 # Every test command selects --workspace: cargo resolves features over the
 # packages it is given, so another selection would build them all again.
 # For the same reason make test builds the images and runs bench-smoke with
@@ -91,7 +92,7 @@ define every-test
 	$(TEST) --no-run
 	bin=$(TARGET_DIR)/e2e-bin/mpiswarm && install -D $(TARGET_DIR)/debug/mpiswarm $$bin && export MPISWARM_BIN=$$bin && \
 	$(if $(1),$(call build-images,$(1)) &&) \
-	failed=0 && \
+	failed=0 && vols=$$(mktemp) && scripts/volumes-left list $$vols && \
 	$(if $(2),{ $(2); } || failed=1;) \
 	rest=$$(scripts/test-targets $(CLUSTERS)) && { $(NEXTEST) $$rest || failed=1; } && \
 	{ $(TEST) --doc || failed=1; } && \
@@ -99,6 +100,7 @@ define every-test
 	{ $(TEST) --test faults || failed=1; } && \
 	{ $(TEST) --test stack || failed=1; } && \
 	{ $(TEST) --test attacks || failed=1; } && \
+	{ scripts/volumes-left check $$vols || failed=1; } && \
 	exit $$failed
 endef
 
