@@ -293,7 +293,8 @@ mod tests {
         f.agent.swarm.swarm_tasks.lock().unwrap().push(swarm_task(&service, 1, SwarmState::COMPLETE, ""));
         // Two passes at once: the second finds the removal under way and leaves it.
         let (a, b) = tokio::join!(f.agent.resync(), f.agent.resync());
-        (a.unwrap(), b.unwrap());
+        a.unwrap();
+        b.unwrap();
         assert_eq!(*f.agent.swarm.lingering.lock().unwrap(), 0, "the end waited while Swarm still held containers");
         let states: Vec<_> = reported(&mut f.statuses).into_iter().map(|(s, ..)| s).collect();
         assert_eq!(states, vec![TaskState::Finished], "reported once, after the service went");

@@ -9,7 +9,7 @@ use std::time::Duration;
 pub const RANK: &str = "mpiswarm/openmpi:0.1.0";
 pub const NODE: &str = "mpiswarm/node:0.1.0";
 /// The stock Debian MPICH image of `examples/mpich.yaml` (`images build --mpich`).
-pub const MPICH: &str = "mpiswarm/debian-mpich:bookworm";
+pub const MPICH: &str = "mpiswarm/debian-mpich:trixie";
 /// The image of the `mpiswarm` binary itself (the manifests' and the agents' stack file's).
 pub const MPISWARM: &str = "mpiswarm/mpiswarm:0.1.0";
 

@@ -11,7 +11,7 @@
 # on this machine reuses them while a fresh machine builds them.
 #
 # usage: build.sh [--force] [--node | --mpich | --mpiswarm BINARY] VERSION
-#   --mpich builds mpiswarm/debian-mpich:bookworm instead: stock Debian with
+#   --mpich builds mpiswarm/debian-mpich:trixie instead: stock Debian trixie with
 #   mpich and openssh-server and nothing of mpiswarm's but the example
 #   program pi (pi.c compiled against MPICH in a builder rootfs, the binary
 #   only in the image: the Dockerfile's stage pi), for MPICH jobs
@@ -48,13 +48,16 @@ image=mpiswarm/openmpi:${version}
 node_image=mpiswarm/node:${version}
 mpiswarm_image=mpiswarm/mpiswarm:${version}
 stock_image=mpiswarm/debian-openmpi:bookworm
-mpich_image=mpiswarm/debian-mpich:bookworm
+# MPICH comes from trixie: bookworm's MPICH 4.0.2 with UCX 1.13 deadlocks in
+# MPI_Finalize across two nodes in about half the runs (stack/images/README.md).
+mpich_suite=trixie
+mpich_image=mpiswarm/debian-mpich:${mpich_suite}
 
 runtime_packages=openmpi-bin,openssh-server,openssh-client,iproute2,procps,hpcc,ca-certificates
 # libopenmpi-dev needs automake through libltdl-dev, which debootstrap does not resolve.
 builder_packages=${runtime_packages},gcc,libc6-dev,libopenmpi-dev,automake
 node_packages=docker.io,iptables,iproute2,procps,ca-certificates
-# Debian's MPICH (4.0.2, Hydra's mpiexec and hydra_pmi_proxy) in place of
+# Debian's MPICH (trixie's 4.2.1 on UCX 1.18, Hydra's mpiexec and hydra_pmi_proxy) in place of
 # Open MPI; libmpich-dev brings mpicc (and, by its dependencies, g++ and
 # gfortran) to the builder only; automake as above for libltdl-dev.
 mpich_runtime_packages=mpich,openssh-server,openssh-client,iproute2,procps,ca-certificates
@@ -82,7 +85,7 @@ fi
 inputs_hash() {
     (
         cd "$here"
-        printf '%s\n' "$version" "$suite" "$mirror" "$runtime_packages" "$builder_packages" "$node_packages" \
+        printf '%s\n' "$version" "$suite" "$mpich_suite" "$mirror" "$runtime_packages" "$builder_packages" "$node_packages" \
             "$mpich_runtime_packages" "$mpich_builder_packages"
         sha256sum build.sh Dockerfile pi.c mpiswarm-rank mpiswarm-hpcc mpiswarm-node sshd-mpiswarm.conf ssh-mpiswarm.conf hpccinf.txt
     ) | sha256sum | cut -c1-16
@@ -92,9 +95,10 @@ image_label() {
     docker image inspect -f '{{ index .Config.Labels "mpiswarm.io/inputs" }}' "$1" 2>/dev/null || true
 }
 
-# rootfs FLAVOUR PACKAGES -> prints the image name of that rootfs
+# rootfs FLAVOUR PACKAGES [SUITE] -> prints the image name of that rootfs
+# (of Debian SUITE, by default $suite)
 rootfs() {
-    local flavour=$1 packages=$2
+    local flavour=$1 packages=$2 suite=${3:-$suite}
     local key
     key=$(printf '%s\n' "$suite" "$mirror" "$packages" | sha256sum | cut -c1-16)
     local name=mpiswarm/rootfs:${flavour}-${key}
@@ -159,8 +163,8 @@ if [ "$what" = node ]; then
 fi
 if [ "$what" = mpich ]; then
     up_to_date "$mpich_image"
-    mpich_runtime=$(rootfs mpich-runtime "$mpich_runtime_packages")
-    mpich_builder=$(rootfs mpich-builder "$mpich_builder_packages")
+    mpich_runtime=$(rootfs mpich-runtime "$mpich_runtime_packages" "$mpich_suite")
+    mpich_builder=$(rootfs mpich-builder "$mpich_builder_packages" "$mpich_suite")
     log "building $mpich_image (inputs $hash)"
     # Only the stage pi: MPICH's runtime and the program, nothing of the rank image.
     DOCKER_BUILDKIT=0 docker build -q --target pi \

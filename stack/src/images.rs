@@ -31,7 +31,7 @@ pub const STOCK_IMAGE: &str = "mpiswarm/debian-openmpi:bookworm";
 /// The stock Debian image with MPICH and sshd (`images build --mpich`):
 /// nothing of mpiswarm's but the example program `pi` built against MPICH
 /// (`examples/mpich.yaml`).
-pub const MPICH_IMAGE: &str = "mpiswarm/debian-mpich:bookworm";
+pub const MPICH_IMAGE: &str = "mpiswarm/debian-mpich:trixie";
 
 /// The files of the build context, byte for byte: `build.sh` hashes them, so
 /// an embedded copy and a checkout produce the same cache key. All but the
@@ -74,7 +74,7 @@ pub enum ImagesCommand {
         /// swarm node inside a container, for a multi-node swarm on one machine.
         #[arg(long, conflicts_with_all = ["mpiswarm", "mpich"])]
         node: bool,
-        /// Build mpiswarm/debian-mpich:bookworm instead: stock Debian with
+        /// Build mpiswarm/debian-mpich:trixie instead: stock Debian with
         /// MPICH and sshd, and the example program pi built against MPICH.
         #[arg(long, conflicts_with = "mpiswarm")]
         mpich: bool,
