@@ -73,6 +73,9 @@ pub struct AgentConfig {
     pub trusted_volumes: crate::existing::TrustedVolumes,
     /// How often the node's Swarm status is read ([`crate::node_health`]).
     pub node_check: Duration,
+    /// How long Swarm must call the node down before its tasks are lost
+    /// ([`crate::node_watch`]).
+    pub node_down_confirm: Duration,
     /// How many times a task the engine could not start is started in all
     /// before its failure is reported ([`crate::start_retries`]).
     pub start_attempts: u32,
@@ -89,6 +92,7 @@ impl Default for AgentConfig {
             volume_options: crate::mounts::VolumeOptions::none(),
             trusted_volumes: crate::existing::TrustedVolumes::default(),
             node_check: Duration::from_secs(1),
+            node_down_confirm: Duration::from_secs(3),
             start_attempts: 3,
         }
     }
@@ -123,6 +127,9 @@ pub struct Counters {
     pub store_errors: Counter,
     /// Times the served node was seen go down (its tasks then went LOST).
     pub node_losses: Counter,
+    /// Times Swarm called the node down and it was ready again within the
+    /// confirmation period (its tasks stayed).
+    pub node_flaps: Counter,
 }
 
 /// Why the agent could not start on its data directory.
@@ -160,7 +167,7 @@ impl<S: Swarm + 'static> Agent<S> {
         let writer = Writer::start(store, counters.store_errors.clone()).map_err(StartError::Writer)?;
         let agent = Arc::new(Self {
             swarm,
-            node: NodeWatch::new(node_id.clone()),
+            node: NodeWatch::new(node_id.clone(), config.node_down_confirm),
             node_id,
             tasks: TaskTable::new(agent_id, records, writer, outbox),
             outputs,

@@ -113,6 +113,11 @@ impl<S: Swarm + 'static> Health<S> {
                 "Times the served swarm node went down (its tasks were reported TASK_LOST)",
                 &c.node_losses,
             ),
+            (
+                "node_flaps",
+                "Times the served swarm node was called down and was ready again within --node-down-seconds (its tasks stayed)",
+                &c.node_flaps,
+            ),
             ("launched", "Tasks started as services", &c.launched),
             ("launch_failures", "Launches rolled back because Swarm refused an object", &c.launch_failures),
             (

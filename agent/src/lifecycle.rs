@@ -236,12 +236,15 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn agent(swarm: FakeSwarm) -> Fixture {
+        agent_with(swarm, crate::agent::AgentConfig::default())
+    }
+
+    pub(crate) fn agent_with(swarm: FakeSwarm, config: crate::agent::AgentConfig) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         store.save_agent_id(&AgentId::new("A")).unwrap();
         let (spawner, _failures) = crate::watchdog::watchdog();
-        let (agent, statuses) =
-            Agent::new(swarm, "node".into(), store, crate::agent::AgentConfig::default(), spawner).unwrap();
+        let (agent, statuses) = Agent::new(swarm, "node".into(), store, config, spawner).unwrap();
         Fixture { agent, statuses, dir }
     }
 

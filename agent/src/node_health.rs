@@ -4,7 +4,10 @@
 //! dies, and Swarm itself marks the node's tasks orphaned only after 24 h.
 //! So the agent asks the manager for the node's status every
 //! `node_check` (Swarm marks a node `down` a few heartbeats after it went
-//! silent) and, while the node is down or disconnected:
+//! silent) and, once the node has been down or disconnected for
+//! `node_down_confirm` (an overloaded manager can call a live node down for
+//! a heartbeat or two; a node ready again within that period keeps its
+//! tasks), while it stays so:
 //!
 //! - every task it runs there goes `TASK_LOST` (`REASON_AGENT_DISCONNECTED`,
 //!   the message naming the node), and the task's service is removed, so its
@@ -49,6 +52,13 @@ impl<S: Swarm + 'static> Agent<S> {
     pub async fn node_is(self: &Arc<Self>, health: Health) {
         match self.node.saw(health) {
             Verdict::Unchanged => {}
+            Verdict::Suspect { down_for } => {
+                tracing::info!(node = %self.node.name(), ?down_for, confirm = ?self.config.node_down_confirm, "swarm calls the node down; its tasks are lost if it stays so");
+            }
+            Verdict::Flapped { down_for } => {
+                self.counters.node_flaps.inc();
+                tracing::warn!(node = %self.node.name(), ?down_for, "the node is ready again within the confirmation period: its tasks stay");
+            }
             Verdict::BackUp { down_for } => {
                 tracing::info!(node = %self.node.name(), ?down_for, "the node is ready again: serving it");
                 self.node.set_serving(true);
@@ -119,12 +129,35 @@ pub async fn watch_node<S: Swarm + 'static>(agent: Arc<Agent<S>>, every: Duratio
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::AgentConfig;
     use crate::fake_swarm::FakeSwarm;
-    use crate::lifecycle::tests::{agent, fw, task};
+    use crate::lifecycle::tests::{agent, agent_with, fw, task};
+
+    fn down() -> Health {
+        Health::Down { state: "down".into(), message: "heartbeat failure".into() }
+    }
+
+    #[tokio::test]
+    async fn a_node_called_down_for_less_than_the_confirmation_period_keeps_its_tasks() {
+        let mut f = agent(FakeSwarm::default());
+        assert_eq!(f.agent.config.node_down_confirm, Duration::from_secs(3), "the default --node-down-seconds");
+        let (id, info) = fw();
+        f.agent.launch(id, &info, None, vec![task("t1")]).await;
+        assert_eq!(f.statuses.try_recv().map(|o| o.status.state).ok(), Some(TaskState::Starting));
+        f.agent.node_is(down()).await;
+        f.agent.node_is(down()).await;
+        assert!(f.statuses.try_recv().is_err(), "nothing lost within the period");
+        assert!(f.agent.serving(), "still serving");
+        f.agent.node_is(Health::Ready).await;
+        assert_eq!(f.agent.snapshot()[0].2, TaskState::Starting);
+        assert_eq!((f.agent.counters.node_losses.get(), f.agent.counters.node_flaps.get()), (0, 1));
+        assert!(f.agent.swarm.names().iter().any(|(k, _)| k == "service"), "the task's service stays");
+    }
 
     #[tokio::test]
     async fn a_down_node_loses_its_tasks_withdraws_and_serves_again_when_ready() {
-        let mut f = agent(FakeSwarm::default());
+        let config = AgentConfig { node_down_confirm: Duration::ZERO, ..AgentConfig::default() };
+        let mut f = agent_with(FakeSwarm::default(), config);
         let (id, info) = fw();
         f.agent.launch(id, &info, None, vec![task("t1")]).await;
         assert_eq!(f.statuses.try_recv().map(|o| o.status.state).ok(), Some(TaskState::Starting));
@@ -139,7 +172,7 @@ mod tests {
             })
         };
         f.agent.name_node("node2");
-        f.agent.node_is(Health::Down { state: "down".into(), message: "heartbeat failure".into() }).await;
+        f.agent.node_is(down()).await;
         let lost = f.statuses.try_recv().expect("a status for the task").status;
         assert_eq!((lost.state, lost.reason), (TaskState::Lost, Some(Reason::ReasonAgentDisconnected)));
         let message = lost.message.unwrap_or_default();

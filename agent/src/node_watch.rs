@@ -1,7 +1,14 @@
 //! The served node's health as the agent last saw it, and whether the agent
 //! serves it now: [`classify`] reads Swarm's node status, [`NodeWatch::saw`]
 //! turns each reading into what follows (nothing, serve again, or the tasks
-//! are lost), with the message the lost tasks carry. What the agent then
+//! are lost), with the message the lost tasks carry.
+//!
+//! A node is lost only once Swarm has called it down for the confirmation
+//! period (`--node-down-seconds`): on an overloaded machine a manager can
+//! mark a live node down for a heartbeat or two, and losing its tasks then
+//! would make a slow machine fail jobs. A node that is ready again within
+//! the period has only flapped; its tasks stay. Readings the manager could
+//! not give (`unknown`) neither start nor end an outage. What the agent then
 //! does (reports the tasks LOST, removes their services, withdraws) is
 //! [`crate::node_health`]'s.
 //!
@@ -46,6 +53,11 @@ pub fn classify(state: Option<NodeState>, message: Option<&str>) -> Health {
 pub(crate) enum Verdict {
     /// Unsure, or ready as before.
     Unchanged,
+    /// Down, but not yet for the confirmation period: nothing is done yet.
+    Suspect { down_for: Duration },
+    /// Ready again within the confirmation period: it only flapped, its
+    /// tasks stay.
+    Flapped { down_for: Duration },
     /// Ready again after it was seen down for this long: serve it again.
     BackUp { down_for: Duration },
     /// Down: its live tasks are lost with `why`; `first` on the first
@@ -60,20 +72,26 @@ struct Seen {
     last_ready: Instant,
     /// When the agent first saw it down, while it is.
     down_since: Option<Instant>,
+    /// Whether this outage is confirmed (its tasks were lost).
+    confirmed: bool,
 }
 
 /// The node as the agent last saw it, and whether the agent serves it.
 pub(crate) struct NodeWatch {
     seen: Mutex<Seen>,
+    /// How long Swarm must call the node down before its tasks are lost.
+    confirm: Duration,
     /// False while the node is down: the session then holds no subscription.
     serving: watch::Sender<bool>,
 }
 
 impl NodeWatch {
-    /// A node named `name`, ready and served.
-    pub(crate) fn new(name: String) -> Self {
+    /// A node named `name`, ready and served, lost once it has been down
+    /// for `confirm`.
+    pub(crate) fn new(name: String, confirm: Duration) -> Self {
         Self {
-            seen: Mutex::new(Seen { name, last_ready: Instant::now(), down_since: None }),
+            seen: Mutex::new(Seen { name, last_ready: Instant::now(), down_since: None, confirmed: false }),
+            confirm,
             serving: watch::channel(true).0,
         }
     }
@@ -88,28 +106,39 @@ impl NodeWatch {
         lock(&self.seen).name = name.to_owned();
     }
 
-    /// Takes in one reading of the node's health.
+    /// Takes in one reading of the node's health, made now.
     pub(crate) fn saw(&self, health: Health) -> Verdict {
+        self.saw_at(health, Instant::now())
+    }
+
+    /// Takes in one reading of the node's health, made at `now`.
+    fn saw_at(&self, health: Health, now: Instant) -> Verdict {
         let mut seen = lock(&self.seen);
         match health {
             Health::Unsure => Verdict::Unchanged,
             Health::Ready => {
-                seen.last_ready = Instant::now();
-                match seen.down_since.take() {
-                    Some(since) => Verdict::BackUp { down_for: since.elapsed() },
-                    None => Verdict::Unchanged,
+                seen.last_ready = now;
+                let Some(since) = seen.down_since.take() else { return Verdict::Unchanged };
+                let down_for = now.saturating_duration_since(since);
+                match std::mem::take(&mut seen.confirmed) {
+                    true => Verdict::BackUp { down_for },
+                    false => Verdict::Flapped { down_for },
                 }
             }
             Health::Down { state, message } => {
-                let first = seen.down_since.is_none();
-                if first {
-                    seen.down_since = Some(Instant::now());
+                let since = *seen.down_since.get_or_insert(now);
+                let down_for = now.saturating_duration_since(since);
+                if !seen.confirmed && down_for < self.confirm {
+                    return Verdict::Suspect { down_for };
                 }
+                let first = !seen.confirmed;
+                seen.confirmed = true;
                 let why = format!(
-                    "swarm node {} is {state}{} (noticed {:.1} s after it was last seen ready)",
+                    "swarm node {} is {state}{} (down for {:.1} s, {:.1} s after it was last seen ready)",
                     seen.name,
                     if message.is_empty() { String::new() } else { format!(": {message}") },
-                    seen.last_ready.elapsed().as_secs_f64()
+                    down_for.as_secs_f64(),
+                    now.saturating_duration_since(seen.last_ready).as_secs_f64()
                 );
                 Verdict::Down { first, why }
             }
@@ -148,18 +177,43 @@ mod tests {
         assert_eq!(classify(None, None), Health::Unsure);
     }
 
+    fn down() -> Health {
+        Health::Down { state: "down".into(), message: "heartbeat failure".into() }
+    }
+
     #[test]
     fn an_outage_is_first_once_names_the_node_and_ends_at_the_next_ready() {
-        let watch = NodeWatch::new("id".into());
+        let watch = NodeWatch::new("id".into(), Duration::ZERO);
         watch.rename("node2");
         assert_eq!(watch.saw(Health::Ready), Verdict::Unchanged);
-        let down = || Health::Down { state: "down".into(), message: "heartbeat failure".into() };
         let Verdict::Down { first: true, why } = watch.saw(down()) else { panic!("the first reading of an outage") };
-        assert!(why.starts_with("swarm node node2 is down: heartbeat failure (noticed "), "{why}");
+        assert!(why.starts_with("swarm node node2 is down: heartbeat failure (down for "), "{why}");
         assert!(matches!(watch.saw(down()), Verdict::Down { first: false, .. }));
         assert_eq!(watch.saw(Health::Unsure), Verdict::Unchanged, "not knowing is not ready");
         assert!(matches!(watch.saw(Health::Ready), Verdict::BackUp { .. }));
         assert_eq!(watch.saw(Health::Ready), Verdict::Unchanged);
         assert!(matches!(watch.saw(down()), Verdict::Down { first: true, .. }), "a new outage");
+    }
+
+    #[test]
+    fn a_node_is_lost_only_once_it_was_down_for_the_confirmation_period() {
+        let watch = NodeWatch::new("node2".into(), Duration::from_secs(3));
+        let t0 = Instant::now();
+        let at = |s: f64| t0 + Duration::from_secs_f64(s);
+        assert_eq!(watch.saw_at(Health::Ready, at(0.0)), Verdict::Unchanged);
+        assert_eq!(watch.saw_at(down(), at(1.0)), Verdict::Suspect { down_for: Duration::ZERO });
+        assert_eq!(watch.saw_at(Health::Unsure, at(2.0)), Verdict::Unchanged, "not knowing neither ends nor confirms");
+        assert_eq!(watch.saw_at(down(), at(3.5)), Verdict::Suspect { down_for: Duration::from_secs_f64(2.5) });
+        let Verdict::Down { first: true, why } = watch.saw_at(down(), at(4.0)) else { panic!("down for 3 s: lost") };
+        assert!(why.contains("(down for 3.0 s, 4.0 s after it was last seen ready)"), "{why}");
+        assert!(matches!(watch.saw_at(down(), at(5.0)), Verdict::Down { first: false, .. }));
+        assert_eq!(watch.saw_at(Health::Ready, at(6.0)), Verdict::BackUp { down_for: Duration::from_secs(5) });
+        // A flap shorter than the period: nothing was lost, nothing to serve again.
+        assert_eq!(watch.saw_at(down(), at(7.0)), Verdict::Suspect { down_for: Duration::ZERO });
+        assert_eq!(watch.saw_at(down(), at(9.5)), Verdict::Suspect { down_for: Duration::from_secs_f64(2.5) });
+        assert_eq!(watch.saw_at(Health::Ready, at(10.0)), Verdict::Flapped { down_for: Duration::from_secs(3) });
+        // The next outage counts from its own first reading.
+        assert_eq!(watch.saw_at(down(), at(11.0)), Verdict::Suspect { down_for: Duration::ZERO });
+        assert!(matches!(watch.saw_at(down(), at(14.0)), Verdict::Down { first: true, .. }));
     }
 }

@@ -72,6 +72,11 @@ pub struct AgentArgs {
     /// from the offer layer until the node is ready again.
     #[arg(long, default_value_t = 1.0, env = "MPISWARM_AGENT_NODE_CHECK_SECONDS")]
     pub node_check_seconds: f64,
+    /// Seconds the manager must call the served node down (or disconnected)
+    /// before its tasks go TASK_LOST; a node ready again sooner only
+    /// flapped and keeps its tasks. 0 acts on the first reading.
+    #[arg(long, default_value_t = 3.0, allow_negative_numbers = true, env = "MPISWARM_AGENT_NODE_DOWN_SECONDS")]
+    pub node_down_seconds: f64,
     /// Seconds a service labelled as this agent's but owned by no task is
     /// left alone before it is removed.
     #[arg(long, default_value_t = 60.0, env = "MPISWARM_AGENT_ORPHAN_GRACE_SECONDS")]
@@ -139,6 +144,8 @@ pub enum AgentError {
     Listen { addr: std::net::SocketAddr, source: std::io::Error },
     #[error("--{flag} must be a positive number of seconds, got {value}")]
     Seconds { flag: &'static str, value: f64 },
+    #[error("--{flag} must be a number of seconds, 0 or more, got {value}")]
+    SecondsOrZero { flag: &'static str, value: f64 },
     #[error("cannot start on the data directory: {0}")]
     Start(#[from] crate::agent::StartError),
     #[error("cannot install the SIGTERM handler: {0}")]
@@ -165,6 +172,10 @@ fn seconds(flag: &'static str, value: f64) -> Result<Duration, AgentError> {
     Duration::try_from_secs_f64(value).ok().filter(|d| !d.is_zero()).ok_or(AgentError::Seconds { flag, value })
 }
 
+fn seconds_or_zero(flag: &'static str, value: f64) -> Result<Duration, AgentError> {
+    Duration::try_from_secs_f64(value).map_err(|_| AgentError::SecondsOrZero { flag, value })
+}
+
 /// Runs the agent until SIGTERM or Ctrl-C (then `Ok`, leaving its services
 /// running), or until one of its tasks panics or its server fails (an error
 /// naming it).
@@ -172,6 +183,7 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
     let resync_every = seconds("resync-seconds", args.resync_seconds)?;
     let orphan_grace = seconds("orphan-grace-seconds", args.orphan_grace_seconds)?;
     let node_check = seconds("node-check-seconds", args.node_check_seconds)?;
+    let node_down_confirm = seconds_or_zero("node-down-seconds", args.node_down_seconds)?;
     let output_retention = seconds("output-retention-seconds", args.output_retention_seconds)?;
     let host_paths = HostPaths::allow(&args.allow_host_path_prefixes)?;
     let volume_options = crate::mounts::VolumeOptions::allow(&args.allow_volume_options)?;
@@ -196,6 +208,7 @@ pub async fn run(args: AgentArgs) -> Result<(), AgentError> {
         volume_options,
         trusted_volumes: crate::existing::TrustedVolumes::new(args.allow_existing_volumes.iter().cloned()),
         node_check,
+        node_down_confirm,
         start_attempts: args.start_attempts,
         ..AgentConfig::default()
     };

@@ -645,6 +645,7 @@ fn bad_flags_stop_the_agent_with_a_message_naming_the_value() {
         ("--resources", "cpus=4", "'cpus=4' is not name:value"),
         ("--attributes", "rack", "'rack' is not name=value"),
         ("--resync-seconds", "0", "--resync-seconds must be a positive number of seconds, got 0"),
+        ("--node-down-seconds", "-1", "--node-down-seconds must be a number of seconds, 0 or more, got -1"),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new(mpiswarm_e2e::binary::mpiswarm())
