@@ -68,4 +68,5 @@ async fn logs_are_read_through_the_controllers_tls_endpoint_with_a_bearer_token_
     let (_, err) = text(&refused);
     assert!(!refused.status.success(), "read without a bearer token");
     assert!(err.contains("a client certificate, not a bearer token"), "{err}");
+    s.delete_leaving_nothing("default", "secured").await;
 }

@@ -10,26 +10,12 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{Agents, DEADLINE, Stack, require_image, swarm_leftovers};
-use kube::ResourceExt;
+use common::{Agents, DEADLINE, Stack, require_image};
 use mpiswarm_crds::Phase;
 
 fn example(name: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples").join(name);
     path.to_str().expect("utf-8 path").to_owned()
-}
-
-async fn until_clean(uid: &str) {
-    let network = mpiswarm_controller::names::network_prefix(uid);
-    let deadline = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        let left = swarm_leftovers(uid, &network);
-        if left.is_empty() {
-            return;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "left on the swarm after delete: {left:?}");
-        tokio::time::sleep(Duration::from_millis(500)).await; // Swarm removes asynchronously; nothing to await
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -83,10 +69,7 @@ async fn pi_and_a_stock_debian_image_run_real_open_mpi_on_swarm_and_leave_nothin
     assert!(out.contains("written-by-worker-0"), "the reader sees what the writer left: {out}");
 
     for name in ["pi", "stock-image", "writer", "reader"] {
-        let uid = s.jobs().get(name).await.unwrap().uid().unwrap();
-        s.kubectl_ok(&["delete", "mpijob", name, "--wait=false"], None);
-        s.until_gone(name).await;
-        until_clean(&uid).await;
+        s.delete_leaving_nothing("default", name).await;
     }
     // The volume outlives the jobs (mpiswarm never removes named volumes),
     // under its namespace's name; the test removes its own once Swarm has

@@ -155,4 +155,5 @@ async fn a_tenant_reads_its_own_jobs_output_through_the_controller_and_is_refuse
     let cm = cms.get(mpiswarm_controller::framework_id::CONFIG_MAP).await.expect("the framework ConfigMap");
     let recorded = cm.data.unwrap_or_default().get(mpiswarm_controller::framework_id::LOGS_URL_KEY).cloned();
     assert_eq!(recorded.as_deref(), Some(url.as_str()));
+    s.delete_leaving_nothing("team-a", "pi").await;
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::wait::await_condition;
 use mpiswarm_controller::{Options, Settings};
@@ -321,9 +322,19 @@ impl Stack {
     }
 
     pub async fn until_gone(&self, name: &str) {
-        let gone =
-            tokio::time::timeout(DEADLINE, await_condition(self.jobs(), name, |j: Option<&MpiJob>| j.is_none())).await;
-        assert!(matches!(gone, Ok(Ok(_))), "job {name} was not deleted within {DEADLINE:?}");
+        until_gone_from(self.jobs(), name).await;
+    }
+
+    /// Deletes the job and waits until it is gone and Swarm holds nothing of
+    /// it. A test whose job's objects are still being removed when its
+    /// stack stops leaves them on the engine.
+    pub async fn delete_leaving_nothing(&self, namespace: &str, name: &str) {
+        let jobs: Api<MpiJob> = Api::namespaced(self.client.clone(), namespace);
+        let uid = jobs.get(name).await.unwrap_or_else(|e| panic!("job {namespace}/{name}: {e}")).uid();
+        let uid = uid.unwrap_or_else(|| panic!("job {namespace}/{name} has no uid"));
+        self.kubectl_ok(&["delete", "mpijob", name, "-n", namespace, "--wait=false"], None);
+        until_gone_from(jobs, name).await;
+        until_clean(&uid).await;
     }
 
     /// Every request the API server has answered so far, as its audit log has them.
@@ -370,6 +381,25 @@ pub fn require_image(image: &str) {
     cmd.args(["image", "inspect", image]);
     let ok = output_within(cmd, None, COMMAND_DEADLINE).status.success();
     assert!(ok, "image {image} is not on this engine: run `make images` (mpiswarm images build) first");
+}
+
+async fn until_gone_from(jobs: Api<MpiJob>, name: &str) {
+    let gone = tokio::time::timeout(DEADLINE, await_condition(jobs, name, |j: Option<&MpiJob>| j.is_none())).await;
+    assert!(matches!(gone, Ok(Ok(_))), "job {name} was not deleted within {DEADLINE:?}");
+}
+
+/// Waits until Swarm holds nothing of the job `uid` ([`swarm_leftovers`]).
+pub async fn until_clean(uid: &str) {
+    let network = mpiswarm_controller::names::network_prefix(uid);
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        let left = swarm_leftovers(uid, &network);
+        if left.is_empty() {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "left on the swarm after delete: {left:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await; // Swarm removes asynchronously; nothing to await
+    }
 }
 
 /// Swarm objects left by a job or an agent: services and networks of the job,
