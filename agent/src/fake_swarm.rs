@@ -36,6 +36,10 @@ pub(crate) struct FakeSwarm {
     /// How many more times `service_left` says a removed service's
     /// containers are still there (Swarm stopping them).
     pub(crate) lingering: Mutex<u32>,
+    /// Makes `node_status` call the node down with this message (ready otherwise).
+    pub(crate) node_down: Mutex<Option<String>>,
+    /// What `node_engine_gone` answers (the node's engine refusing connections).
+    pub(crate) engine_gone: Mutex<Option<String>>,
 }
 
 /// A service creation held at its start: `entered` is notified when one
@@ -141,7 +145,13 @@ impl Swarm for FakeSwarm {
             .collect())
     }
     async fn node_status(&self, _: &str) -> Result<(Option<bollard::models::NodeState>, Option<String>), SwarmError> {
-        Ok((Some(bollard::models::NodeState::READY), None))
+        Ok(match self.node_down.lock().unwrap().clone() {
+            Some(message) => (Some(bollard::models::NodeState::DOWN), Some(message)),
+            None => (Some(bollard::models::NodeState::READY), None),
+        })
+    }
+    async fn node_engine_gone(&self) -> Option<String> {
+        self.engine_gone.lock().unwrap().clone()
     }
     async fn tasks(&self, _: &str) -> Result<Vec<Task>, SwarmError> {
         Ok(self.swarm_tasks.lock().unwrap().clone())

@@ -97,15 +97,22 @@ struct Health<S: Swarm> {
     tasks: Family<StateLabel, Gauge>,
     subscribed: Gauge,
     serving: Gauge,
+    launch_queue: Gauge,
 }
 
 impl<S: Swarm + 'static> Health<S> {
     fn new(agent: Arc<Agent<S>>, connection: Arc<Connection>) -> Self {
         let mut registry = Registry::with_prefix("mpiswarm_agent");
-        let (tasks, subscribed, serving) = (Family::default(), Gauge::default(), Gauge::default());
+        let (tasks, subscribed, serving, launch_queue) =
+            (Family::default(), Gauge::default(), Gauge::default(), Gauge::default());
         registry.register("tasks", "Tasks this agent knows, by the state last reported", tasks.clone());
         registry.register("subscribed", "1 while the event stream from the offer layer is up", subscribed.clone());
         registry.register("serving", "0 while the served swarm node is down (the agent is withdrawn)", serving.clone());
+        registry.register(
+            "launch_queue_depth",
+            "Task groups waiting for their launch or being created now (the node's launch queue, bounded by the offer layer's --agent-launch-backlog)",
+            launch_queue.clone(),
+        );
         let c = &agent.counters;
         for (name, help, counter) in [
             (
@@ -134,7 +141,7 @@ impl<S: Swarm + 'static> Health<S> {
         ] {
             registry.register(name, help, counter.clone());
         }
-        Self { agent, connection, registry, tasks, subscribed, serving }
+        Self { agent, connection, registry, tasks, subscribed, serving, launch_queue }
     }
 }
 
@@ -158,6 +165,7 @@ impl<S: Swarm + 'static> Component for Health<S> {
         }
         self.subscribed.set(i64::from(self.connection.subscribed.load(Ordering::Relaxed)));
         self.serving.set(i64::from(self.agent.serving()));
+        self.launch_queue.set(i64::try_from(self.agent.objects.queued()).unwrap_or(i64::MAX));
     }
 }
 

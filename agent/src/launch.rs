@@ -40,6 +40,22 @@ const GONE_DEADLINE: Duration = Duration::from_secs(15);
 /// How often a removal looks whether Swarm is done.
 const GONE_POLL: Duration = Duration::from_millis(250);
 
+/// One launch in the queue: counted from `enter` until dropped.
+struct InQueue<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> InQueue<'a> {
+    fn enter(depth: &'a std::sync::atomic::AtomicUsize) -> Self {
+        depth.fetch_add(1, Ordering::Relaxed);
+        Self(depth)
+    }
+}
+
+impl Drop for InQueue<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// Why a group did not start, and which task was the cause.
 #[derive(Debug, thiserror::Error)]
 #[error("launching task '{task_id}' failed: {source}")]
@@ -71,8 +87,15 @@ pub(crate) struct VolumeRules<'a> {
 
 /// The agent's networks, secrets and configs: launches and collections,
 /// one at a time, and whether a collection is due.
+///
+/// Launches queue on `order` in the order they came (tokio's mutex is
+/// fair): that is the node's launch queue, and `queued` its depth. It is
+/// bounded by the offer layer, which offers an agent to no one while
+/// `--agent-launch-backlog` of its tasks are launched and not yet started.
 pub(crate) struct Objects {
     order: tokio::sync::Mutex<()>,
+    /// Task groups waiting for their launch or being created now.
+    queued: std::sync::atomic::AtomicUsize,
     /// Something may have become garbage (a service went, a launch failed,
     /// a collection left busy objects).
     due: AtomicBool,
@@ -81,7 +104,7 @@ pub(crate) struct Objects {
 impl Objects {
     /// A collection is due at start: a previous incarnation may have left garbage.
     pub(crate) fn new() -> Self {
-        Self { order: tokio::sync::Mutex::new(()), due: AtomicBool::new(true) }
+        Self { order: tokio::sync::Mutex::new(()), queued: Default::default(), due: AtomicBool::new(true) }
     }
 
     /// Creates every object and service of `plans`, all or nothing (see
@@ -95,6 +118,8 @@ impl Objects {
         volumes: VolumeRules<'_>,
     ) -> Result<(), LaunchFailure> {
         let result = {
+            // Counted until this launch is done, also if it is dropped midway.
+            let _queued = InQueue::enter(&self.queued);
             let _order = self.order.lock().await;
             launch_group(swarm, node_id, agent_id, plans, volumes).await
         };
@@ -102,6 +127,11 @@ impl Objects {
             self.collect_later();
         }
         result
+    }
+
+    /// Task groups waiting for their launch or being created now.
+    pub(crate) fn queued(&self) -> usize {
+        self.queued.load(Ordering::Relaxed)
     }
 
     /// Removes the service `name` and waits (at most [`GONE_DEADLINE`]) until

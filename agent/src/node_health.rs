@@ -7,7 +7,8 @@
 //! silent) and, once the node has been down or disconnected for
 //! `node_down_confirm` (an overloaded manager can call a live node down for
 //! a heartbeat or two; a node ready again within that period keeps its
-//! tasks), while it stays so:
+//! tasks), or at once when the node's own engine also refuses connections
+//! (its container or machine is gone, not slow), while it stays so:
 //!
 //! - every task it runs there goes `TASK_LOST` (`REASON_AGENT_DISCONNECTED`,
 //!   the message naming the node), and the task's service is removed, so its
@@ -41,7 +42,18 @@ impl<S: Swarm + 'static> Agent<S> {
     /// Asks the manager for the node's status once and acts on it.
     pub async fn check_node(self: &Arc<Self>) {
         match self.swarm.node_status(&self.node_id).await {
-            Ok((state, message)) => self.node_is(classify(state, message.as_deref())).await,
+            Ok((state, message)) => {
+                let mut health = classify(state, message.as_deref());
+                // Down and not yet lost: slow, or gone? A node whose engine
+                // refuses connections will not answer again.
+                if let Health::Down { state, message } = &health
+                    && !self.node.lost()
+                    && let Some(engine) = self.swarm.node_engine_gone().await
+                {
+                    health = Health::Gone { state: state.clone(), message: message.clone(), engine };
+                }
+                self.node_is(health).await
+            }
             Err(e) => tracing::warn!(node = %self.node_id, error = %e, "cannot read the node's swarm status"),
         }
     }
@@ -154,6 +166,40 @@ mod tests {
         assert!(f.agent.swarm.names().iter().any(|(k, _)| k == "service"), "the task's service stays");
     }
 
+    /// Stands in for the session: settles whatever statuses are queued.
+    fn settle(agent: &Arc<crate::agent::Agent<FakeSwarm>>) -> tokio::task::JoinHandle<()> {
+        let agent = Arc::clone(agent);
+        tokio::spawn(async move {
+            loop {
+                agent.tasks.outbox().settle_all();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    }
+
+    #[tokio::test]
+    async fn a_node_called_down_whose_engine_refuses_connections_loses_its_tasks_at_once() {
+        let mut f = agent(FakeSwarm::default());
+        let (id, info) = fw();
+        f.agent.launch(id, &info, None, vec![task("t1")]).await;
+        assert_eq!(f.statuses.try_recv().map(|o| o.status.state).ok(), Some(TaskState::Starting));
+        let session = settle(&f.agent);
+        // Down while its engine answers: slow, not gone; nothing is lost yet.
+        *f.agent.swarm.node_down.lock().unwrap() = Some("heartbeat failure".into());
+        f.agent.check_node().await;
+        assert!(f.statuses.try_recv().is_err(), "down for less than 3 s, engine answering: nothing lost");
+        // Its engine now refuses connections: lost at this reading.
+        *f.agent.swarm.engine_gone.lock().unwrap() = Some("its engine refuses connections (refused)".into());
+        f.agent.check_node().await;
+        let lost = f.statuses.try_recv().expect("lost without waiting the confirmation period").status;
+        assert_eq!(lost.state, TaskState::Lost);
+        let message = lost.message.unwrap_or_default();
+        assert!(message.contains("heartbeat failure; its engine refuses connections (refused)"), "{message}");
+        assert_eq!(f.agent.counters.node_losses.get(), 1);
+        assert!(!f.agent.serving());
+        session.abort();
+    }
+
     #[tokio::test]
     async fn a_down_node_loses_its_tasks_withdraws_and_serves_again_when_ready() {
         let config = AgentConfig { node_down_confirm: Duration::ZERO, ..AgentConfig::default() };
@@ -161,16 +207,7 @@ mod tests {
         let (id, info) = fw();
         f.agent.launch(id, &info, None, vec![task("t1")]).await;
         assert_eq!(f.statuses.try_recv().map(|o| o.status.state).ok(), Some(TaskState::Starting));
-        // Stands in for the session: settles whatever is queued.
-        let session = {
-            let agent = Arc::clone(&f.agent);
-            tokio::spawn(async move {
-                loop {
-                    agent.tasks.outbox().settle_all();
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-            })
-        };
+        let session = settle(&f.agent);
         f.agent.name_node("node2");
         f.agent.node_is(down()).await;
         let lost = f.statuses.try_recv().expect("a status for the task").status;

@@ -7,7 +7,9 @@
 //! period (`--node-down-seconds`): on an overloaded machine a manager can
 //! mark a live node down for a heartbeat or two, and losing its tasks then
 //! would make a slow machine fail jobs. A node that is ready again within
-//! the period has only flapped; its tasks stay. Readings the manager could
+//! the period has only flapped; its tasks stay. A node Swarm calls down
+//! whose own engine refuses connections ([`Health::Gone`]) is gone, not
+//! slow: it is lost at once. Readings the manager could
 //! not give (`unknown`) neither start nor end an outage. What the agent then
 //! does (reports the tasks LOST, removes their services, withdraws) is
 //! [`crate::node_health`]'s.
@@ -31,6 +33,13 @@ pub enum Health {
     Down {
         state: String,
         message: String,
+    },
+    /// Down, and its own engine refuses connections (`engine` says how): its
+    /// container or machine stopped, so there is nothing to wait for.
+    Gone {
+        state: String,
+        message: String,
+        engine: String,
     },
     /// `unknown` (a manager that just started has not heard from it yet):
     /// nothing is done either way.
@@ -125,24 +134,35 @@ impl NodeWatch {
                     false => Verdict::Flapped { down_for },
                 }
             }
-            Health::Down { state, message } => {
+            Health::Down { .. } | Health::Gone { .. } => {
                 let since = *seen.down_since.get_or_insert(now);
                 let down_for = now.saturating_duration_since(since);
-                if !seen.confirmed && down_for < self.confirm {
+                let (state, message, engine) = match health {
+                    Health::Gone { state, message, engine } => (state, message, Some(engine)),
+                    Health::Down { state, message } => (state, message, None),
+                    Health::Ready | Health::Unsure => return Verdict::Unchanged,
+                };
+                if !seen.confirmed && engine.is_none() && down_for < self.confirm {
                     return Verdict::Suspect { down_for };
                 }
                 let first = !seen.confirmed;
                 seen.confirmed = true;
                 let why = format!(
-                    "swarm node {} is {state}{} (down for {:.1} s, {:.1} s after it was last seen ready)",
+                    "swarm node {} is {state}{}{} (down for {:.1} s, {:.1} s after it was last seen ready)",
                     seen.name,
                     if message.is_empty() { String::new() } else { format!(": {message}") },
+                    engine.map(|e| format!("; {e}")).unwrap_or_default(),
                     down_for.as_secs_f64(),
                     now.saturating_duration_since(seen.last_ready).as_secs_f64()
                 );
                 Verdict::Down { first, why }
             }
         }
+    }
+
+    /// Whether the current outage is confirmed (its tasks were lost).
+    pub(crate) fn lost(&self) -> bool {
+        lock(&self.seen).confirmed
     }
 
     /// Serves the node (true) or withdraws from the offer layer (false).
@@ -215,5 +235,27 @@ mod tests {
         // The next outage counts from its own first reading.
         assert_eq!(watch.saw_at(down(), at(11.0)), Verdict::Suspect { down_for: Duration::ZERO });
         assert!(matches!(watch.saw_at(down(), at(14.0)), Verdict::Down { first: true, .. }));
+    }
+
+    #[test]
+    fn a_node_whose_engine_is_gone_is_lost_at_the_first_reading() {
+        let watch = NodeWatch::new("node2".into(), Duration::from_secs(3));
+        let t0 = Instant::now();
+        let gone = Health::Gone {
+            state: "down".into(),
+            message: "heartbeat failure".into(),
+            engine: "its engine refuses connections (connection refused)".into(),
+        };
+        assert!(!watch.lost());
+        let Verdict::Down { first: true, why } = watch.saw_at(gone.clone(), t0) else { panic!("gone: lost at once") };
+        assert_eq!(
+            why,
+            "swarm node node2 is down: heartbeat failure; its engine refuses connections (connection refused) \
+             (down for 0.0 s, 0.0 s after it was last seen ready)"
+        );
+        assert!(watch.lost());
+        assert!(matches!(watch.saw_at(down(), t0 + Duration::from_secs(1)), Verdict::Down { first: false, .. }));
+        assert!(matches!(watch.saw_at(Health::Ready, t0 + Duration::from_secs(2)), Verdict::BackUp { .. }));
+        assert!(!watch.lost());
     }
 }

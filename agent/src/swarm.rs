@@ -97,6 +97,13 @@ pub trait Swarm: Send + Sync {
         &self,
         node_id: &str,
     ) -> impl Future<Output = Result<(Option<NodeState>, Option<String>), SwarmError>> + Send;
+    /// Why the served node is gone, when its own engine refuses
+    /// connections (its container or machine stopped: nothing listens on
+    /// its socket or port any more); `None` when it answers, when it is
+    /// only slow (no answer within [`ENGINE_PING_DEADLINE`]: a loaded
+    /// engine is not a gone one), or when the agent has no engine of the
+    /// node's own.
+    fn node_engine_gone(&self) -> impl Future<Output = Option<String>> + Send;
     /// Swarm tasks on `node_id`, all services.
     fn tasks(&self, node_id: &str) -> impl Future<Output = Result<Vec<Task>, SwarmError>> + Send;
     /// Whether anything of the service `name` (with id `id`, when known) is
@@ -136,6 +143,26 @@ pub fn parse_log_line(stream: Stream, raw: &[u8]) -> Option<LogLine> {
     let stamp = std::str::from_utf8(&raw[..space]).ok()?;
     let nanos = chrono::DateTime::parse_from_rfc3339(stamp).ok()?.timestamp_nanos_opt()?;
     Some(LogLine { stream, nanos, text: bytes::Bytes::copy_from_slice(&raw[space + 1..]) })
+}
+
+/// How long [`Swarm::node_engine_gone`] waits for the node's engine to
+/// answer before it calls it slow rather than gone.
+pub const ENGINE_PING_DEADLINE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether `e` (or what caused it) is a connection refused outright: no
+/// process listens at the address (`ECONNREFUSED`) or the socket file is gone
+/// (`ENOENT`). A timeout or a reset is not: the peer may be alive and busy.
+fn is_refused(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>()
+            && matches!(io.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound)
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// The Docker engine over bollard.
@@ -340,6 +367,14 @@ impl Swarm for DockerSwarm {
         Ok((status.state, status.message))
     }
 
+    async fn node_engine_gone(&self) -> Option<String> {
+        let engine = self.node_engine.as_ref()?;
+        match tokio::time::timeout(ENGINE_PING_DEADLINE, engine.ping()).await {
+            Ok(Err(e)) if is_refused(&e) => Some(format!("its engine refuses connections ({e})")),
+            Ok(_) | Err(_) => None,
+        }
+    }
+
     async fn tasks(&self, node_id: &str) -> Result<Vec<Task>, SwarmError> {
         let filters = HashMap::from([("node".to_owned(), vec![node_id.to_owned()])]);
         self.docker
@@ -423,5 +458,32 @@ mod tests {
         assert!(refused("network mpiswarm-773abbcd669c not found").is_missing_network());
         assert!(!refused("secret mpiswarm-s-1 not found").is_missing_network());
         assert!(!refused("name conflicts with an existing object").is_missing_network());
+    }
+
+    fn engine_at(path: &std::path::Path) -> DockerSwarm {
+        let url = path.to_str().unwrap();
+        let docker = Docker::connect_with_unix(url, 5, bollard::API_DEFAULT_VERSION).unwrap();
+        DockerSwarm { docker: docker.clone(), node_engine: Some(docker) }
+    }
+
+    #[tokio::test]
+    async fn an_engine_whose_socket_nobody_listens_on_is_gone_and_a_silent_one_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        // A socket file left behind by an engine that died: connection refused.
+        let stale = dir.path().join("stale.sock");
+        drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+        let engine = engine_at(&stale);
+        let gone = engine.node_engine_gone().await;
+        assert!(gone.as_deref().is_some_and(|g| g.starts_with("its engine refuses connections")), "{gone:?}");
+        // The socket file gone too (the node's directory was removed).
+        std::fs::remove_file(&stale).unwrap();
+        assert!(engine.node_engine_gone().await.is_some(), "a missing socket is gone");
+        // An engine that accepts but does not answer (busy): slow, not gone.
+        let busy = dir.path().join("busy.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&busy).unwrap();
+        assert_eq!(engine_at(&busy).node_engine_gone().await, None, "a silent engine is not gone");
+        // No engine of the node's own: nothing to say.
+        let none = DockerSwarm { node_engine: None, ..engine_at(&busy) };
+        assert_eq!(none.node_engine_gone().await, None);
     }
 }

@@ -77,11 +77,21 @@ impl Cluster {
 
     /// The offer layer's `/master/state`.
     pub fn master_state(&self) -> Result<Value, String> {
+        self.offers_json("/master/state")
+    }
+
+    /// The offer layer's `/metrics/snapshot` (Mesos' names, as the operator reads them).
+    pub fn master_metrics(&self) -> Result<Value, String> {
+        self.offers_json("/metrics/snapshot")
+    }
+
+    /// The offer layer's JSON endpoint `path`, read as the stack's operator.
+    fn offers_json(&self, path: &str) -> Result<Value, String> {
         let stack = self.stack();
         let offers = stack["offers"].as_str().unwrap_or_default().to_owned();
         let operator = mpiswarm_testkit::http::stack_operator(&stack)?;
-        let body = mpiswarm_testkit::http::get_ok_as(&format!("{offers}/master/state"), operator.as_ref())?;
-        serde_json::from_str(&body).map_err(|e| format!("/master/state: {e}: {body}"))
+        let body = mpiswarm_testkit::http::get_ok_as(&format!("{offers}{path}"), operator.as_ref())?;
+        serde_json::from_str(&body).map_err(|e| format!("{path}: {e}: {body}"))
     }
 
     /// The agent id the offer layer has for node `hostname`, if registered.

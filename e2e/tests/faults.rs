@@ -28,6 +28,11 @@
 //!   fails saying why. The node is started again after each; its agent
 //!   serves it again, and a job that needs all three nodes runs.
 //!
+//! - a node container killed during a burst of 30 small jobs
+//!   (`backoffLimit: 1`): the jobs that had a task there (the offer layer
+//!   has one of their first gang's tasks LOST) restart once and succeed;
+//!   every other job succeeds without a restart.
+//!
 //! The kill moments come from one seed, printed at the start; set
 //! `MPISWARM_FAULTS_SEED` to replay a run. Needs the images of `make images`.
 //!
@@ -71,6 +76,7 @@ fn main() {
                 node_lost_restarts_gang,
             ),
             ("node_lost_with_backoff_0_fails_saying_why", node_lost_fails),
+            ("node_killed_during_a_burst_restarts_only_the_jobs_it_hit_and_all_succeed", node_killed_during_a_burst),
         ],
     )
 }
@@ -517,4 +523,85 @@ pub fn node_lost_fails(cluster: &Cluster) {
     );
     drop(revive);
     cluster.delete_jobs(&[&job.name]);
+}
+
+/// The burst: 30 jobs of 2 ranks x 0.1 cpu (and the 0.1-cpu launcher), 20 of
+/// which fit the 3 nodes at a time; each runs pi (100 M darts) for some
+/// seconds at its 0.1-cpu quota.
+const BURST_JOBS: usize = 30;
+const BURST_RANK_CPUS: f64 = 0.1;
+const BURST_DEADLINE: Duration = Duration::from_secs(600);
+
+pub fn node_killed_during_a_burst(cluster: &Cluster) {
+    let names: Vec<String> = (0..BURST_JOBS).map(|i| format!("fault-burst-{i:02}")).collect();
+    let manifests: Vec<String> =
+        names.iter().map(|n| Job::pi(n, 2, BURST_RANK_CPUS, 5 * SAMPLES).backoff_limit(1).manifest()).collect();
+    let started = Instant::now();
+    cluster.apply(&manifests.join("\n"));
+    let manager = cluster.manager().hostname.clone();
+    strike_after("node_killed_during_a_burst");
+    // The worker node running the most of the burst's tasks now.
+    let victim = wait::until(Duration::from_secs(120), "a worker node runs tasks of the burst", || {
+        let tasks = cluster.swarm().tasks()?;
+        let mut by_node = std::collections::BTreeMap::<String, usize>::new();
+        for t in tasks.iter().filter(|t| t.state == "running" && t.job_name.starts_with("fault-burst-")) {
+            *by_node.entry(t.node.clone()).or_default() += 1;
+        }
+        by_node.remove(&manager);
+        by_node.into_iter().max_by_key(|(_, n)| *n).map(|(node, _)| node).ok_or(format!("{tasks:?}"))
+    });
+    let node = cluster.node(&victim).clone();
+    let agent_id = cluster.agent_id(&node.hostname).expect("the victim's agent is registered");
+    let lost_before = lost_tasks(&cluster.master_state().unwrap_or_else(|e| panic!("{e}")), &agent_id);
+    let mut kill = Command::new("docker");
+    kill.args(["kill", &node.container]);
+    let out = mpiswarm_testkit::output_within(kill, None, Duration::from_secs(60));
+    assert!(out.status.success(), "docker kill {}: {}", node.container, String::from_utf8_lossy(&out.stderr));
+    let killed_at = started.elapsed();
+    println!("faults: node {} killed {:.1} s into the burst", node.hostname, killed_at.as_secs_f64());
+    let revive = Revive { cluster, node: node.clone() };
+    let jobs: Vec<Status> = wait::until(BURST_DEADLINE, "every job of the burst ended", || {
+        let jobs: Vec<Status> = names.iter().filter_map(|n| cluster.job(n)).collect();
+        let ended = jobs.iter().filter(|s| s.is_finished()).count();
+        if jobs.len() == BURST_JOBS && ended == BURST_JOBS { Ok(jobs) } else { Err(format!("{ended} ended")) }
+    });
+    let took = started.elapsed();
+    // The first gangs that lost a task on the killed node, by short uid.
+    let lost_now = lost_tasks(&cluster.master_state().unwrap_or_else(|e| panic!("{e}")), &agent_id);
+    let hit: BTreeSet<String> = lost_now
+        .difference(&lost_before)
+        .filter_map(|id| {
+            let id = id.trim_matches('"');
+            let rest = id.strip_prefix("mpijob-")?;
+            let (short, rest) = rest.split_once('-')?;
+            rest.starts_with("g0-").then(|| short.to_owned())
+        })
+        .collect();
+    let short = |uid: &str| uid.chars().filter(char::is_ascii_hexdigit).take(12).collect::<String>();
+    let mut wrong = Vec::new();
+    for st in &jobs {
+        let restarts = st.0["status"]["restarts"].as_i64().unwrap_or(0);
+        let was_hit = hit.contains(&short(st.uid()));
+        let expected = i64::from(was_hit);
+        if st.phase() != "Succeeded" || restarts != expected {
+            wrong.push(format!(
+                "{}: {} with {restarts} restarts (hit: {was_hit}): {}",
+                st.0["metadata"]["name"],
+                st.phase(),
+                st.message()
+            ));
+        }
+    }
+    println!(
+        "faults: burst of {BURST_JOBS} jobs ended in {:.1} s; {} hit by the loss of {} (restarted once), the others \
+         not restarted; {} wrong",
+        took.as_secs_f64(),
+        hit.len(),
+        node.hostname,
+        wrong.len()
+    );
+    assert!(wrong.is_empty(), "jobs not as expected: {wrong:#?}");
+    assert!(!hit.is_empty(), "the kill of {} hit no job (no first-gang task LOST there)", node.hostname);
+    drop(revive);
+    cluster.delete_jobs(&names.iter().map(String::as_str).collect::<Vec<_>>());
 }

@@ -43,6 +43,9 @@ struct AgentEntry {
     /// What each (framework, role) holds on this agent, offered or used.
     allocations: HashMap<(String, String), Quantities>,
     active: bool,
+    /// Behind on its launches ([`Allocator::set_backlogged`]): offered to no
+    /// one until it caught up.
+    backlogged: bool,
 }
 
 #[derive(Debug, Default)]
@@ -149,7 +152,13 @@ impl Allocator {
         self.sorter.add_total(&scalars(&total));
         self.agents.insert(
             agent.to_owned(),
-            AgentEntry { total, allocated: Quantities::new(), allocations: HashMap::new(), active: true },
+            AgentEntry {
+                total,
+                allocated: Quantities::new(),
+                allocations: HashMap::new(),
+                active: true,
+                backlogged: false,
+            },
         );
         for (framework, role, resources) in used {
             self.allocate_to(framework, role, agent, resources);
@@ -164,6 +173,23 @@ impl Allocator {
         }
         self.sorter.remove_total(&scalars(&entry.total));
         self.filters.retain(|(_, _, a), _| a != agent);
+    }
+
+    /// Marks which agents are behind on their launches: each of them keeps
+    /// its allocations but is offered to no one while it is. Returns how
+    /// many agents are marked.
+    pub fn set_backlogged(&mut self, backlogged: impl Fn(&str) -> bool) -> usize {
+        let mut marked = 0;
+        for (id, a) in &mut self.agents {
+            a.backlogged = backlogged(id);
+            marked += usize::from(a.backlogged);
+        }
+        marked
+    }
+
+    /// Whether `agent` is marked behind on its launches.
+    pub fn is_backlogged(&self, agent: &str) -> bool {
+        self.agents.get(agent).is_some_and(|a| a.backlogged)
     }
 
     /// An inactive agent keeps its allocations but is offered to no one.
@@ -341,7 +367,7 @@ impl Allocator {
             .collect();
         let mut out = Vec::new();
         let mut visit = |agent: &String, a: &mut AgentEntry| {
-            if !a.active {
+            if !a.active || a.backlogged {
                 return;
             }
             let free = a.total.minus(&a.allocated);
@@ -493,6 +519,21 @@ mod tests {
         assert!(a.allocate(Duration::ZERO, None).is_empty());
         a.revive("f1", &["r".to_owned()]);
         assert_eq!(a.allocate(Duration::ZERO, None).len(), 1);
+    }
+
+    #[test]
+    fn a_backlogged_agent_is_not_offered_until_it_caught_up() {
+        let mut a = Allocator::new(AllocatorConfig::default());
+        a.add_agent("s1", Quantities::scalar("cpus", 4.0), &[]);
+        a.add_agent("s2", Quantities::scalar("cpus", 4.0), &[]);
+        a.add_framework("f1", &["r".to_owned()], &[]);
+        assert_eq!(a.set_backlogged(|agent| agent == "s1"), 1);
+        assert!(a.is_backlogged("s1") && !a.is_backlogged("s2"));
+        let agents: Vec<String> = a.allocate(Duration::ZERO, None).into_iter().map(|x| x.agent).collect();
+        assert_eq!(agents, vec!["s2".to_owned()]);
+        assert_eq!(a.set_backlogged(|_| false), 0);
+        let agents: Vec<String> = a.allocate(Duration::ZERO, None).into_iter().map(|x| x.agent).collect();
+        assert_eq!(agents, vec!["s1".to_owned()], "s1 offered once it caught up");
     }
 
     #[test]

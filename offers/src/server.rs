@@ -32,6 +32,12 @@ pub struct OffersArgs {
     /// Seconds between batch allocation runs.
     #[arg(long, default_value_t = 1.0, value_parser = parse_seconds, env = "MPISWARM_OFFERS_ALLOCATION_INTERVAL")]
     pub allocation_interval: f64,
+    /// Backpressure: an agent with this many tasks launched and not yet
+    /// reported started is offered to no one until fewer are, so a burst of
+    /// jobs waits in the scheduler's queue rather than in the agents' engines
+    /// (0: no limit).
+    #[arg(long, default_value_t = crate::master::DEFAULT_LAUNCH_BACKLOG, env = "MPISWARM_OFFERS_AGENT_LAUNCH_BACKLOG")]
+    pub agent_launch_backlog: usize,
     /// Seconds after which unanswered offers are rescinded (never if unset).
     #[arg(long, value_parser = parse_seconds, env = "MPISWARM_OFFERS_OFFER_TIMEOUT")]
     pub offer_timeout: Option<f64>,
@@ -230,6 +236,7 @@ pub async fn start(args: OffersArgs) -> Result<Running, Error> {
         weights: args.weights.clone(),
         quotas: args.quota.clone(),
         acls,
+        launch_backlog: args.agent_launch_backlog,
     };
     // The master's time starts now: `now` counts from this instant, and
     // wall-clock timestamps from the wall time read here, once.

@@ -9,6 +9,7 @@
 //!   cargo test -p mpiswarm-e2e --features mpiswarm-testkit/engine --test suite [-- WORD...]
 
 mod bad_input;
+mod burst;
 mod examples;
 mod load;
 mod placement;
@@ -38,6 +39,7 @@ fn main() {
             ("examples::network_yaml_runs_hpcc_across_the_nodes", examples::network_yaml_runs_hpcc_across_the_nodes),
             ("examples::mpich_yaml_runs_pi_on_2_nodes", examples::mpich_yaml_runs_pi_on_2_nodes),
             ("load::hundred_jobs_under_weights_2_to_1", load::hundred_jobs_under_weights_2_to_1),
+            ("burst::hundred_twenty_jobs_in_one_apply", burst::hundred_twenty_jobs_in_one_apply),
         ],
     )
 }

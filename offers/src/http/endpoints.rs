@@ -128,6 +128,7 @@ fn is_counter(key: &str) -> bool {
         || key.ends_with("_launched")
         || key.starts_with("master/status_updates_")
         || key == "master/invalid_calls"
+        || key == "allocator/launch_backlog_holds"
         || key.starts_with("registrar/registry_write")
 }
 

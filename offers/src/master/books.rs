@@ -149,6 +149,10 @@ pub struct Counters {
     pub frameworks_removed: u64,
     pub agents_removed: u64,
     pub invalid_calls: u64,
+    /// Agents behind on their launches at the last allocation run.
+    pub agents_backlogged: u64,
+    /// Times an allocation run passed an agent over because it was behind.
+    pub backlog_holds: u64,
 }
 
 #[cfg(test)]

@@ -30,7 +30,17 @@ pub struct MasterConfig {
     /// Who may register frameworks and agents, tear frameworks down and read
     /// the operator endpoints (`--acls`; permissive when not given).
     pub acls: Acls,
+    /// Backpressure (`--agent-launch-backlog`): an agent with this many
+    /// tasks launched and not yet reported started (STAGING) is offered to
+    /// no one until fewer are; 0 offers it regardless.
+    pub launch_backlog: usize,
 }
+
+/// The default `--agent-launch-backlog`: a few task groups' worth. An agent
+/// creates one group's Swarm objects at a time (about a second each on a
+/// loaded engine), so more queued there only waits longer, in the engine
+/// instead of in the scheduler's queue.
+pub const DEFAULT_LAUNCH_BACKLOG: usize = 8;
 
 impl Default for MasterConfig {
     fn default() -> Self {
@@ -45,6 +55,7 @@ impl Default for MasterConfig {
             weights: BTreeMap::new(),
             quotas: BTreeMap::new(),
             acls: Acls::default(),
+            launch_backlog: DEFAULT_LAUNCH_BACKLOG,
         }
     }
 }

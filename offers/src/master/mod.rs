@@ -21,12 +21,14 @@
 //! | `agents.rs` | agent SUBSCRIBE, UPDATE, disconnection, loss |
 //! | `authz.rs` | who may register, call as, tear down and read what |
 //! | `offers.rs` | allocation into OFFERS, ACCEPT, DECLINE, rescinds |
+//! | `backlog.rs` | backpressure: agents behind on their launches get no offers |
 //! | `updates.rs` | status update queues and the master's own statuses |
 //! | `timers.rs` | what `tick(now)` runs |
 //! | `views.rs` | `/master/state` and the metrics snapshot |
 
 mod agents;
 mod authz;
+mod backlog;
 mod books;
 mod clock;
 mod config;
@@ -46,7 +48,7 @@ use std::time::Duration;
 
 pub use books::{Agent, Counters, ExecutorEntry, Framework, OfferEntry, Task};
 pub use clock::WallClock;
-pub use config::{DEFAULT_AGENT_PORT, MESOS_VERSION, MasterConfig};
+pub use config::{DEFAULT_AGENT_PORT, DEFAULT_LAUNCH_BACKLOG, MESOS_VERSION, MasterConfig};
 pub use connection::{Connection, Opened};
 pub use error::CallError;
 pub use views::MetricsSnapshot;
@@ -210,6 +212,19 @@ mod testing {
         m.allocator.add_framework(id, &f.roles, &[]);
         m.frameworks.insert(id.to_owned(), f);
         events
+    }
+
+    /// The scheduler events a framework's stream holds now.
+    pub fn events_of(
+        rx: &mut tokio::sync::mpsc::UnboundedReceiver<bytes::Bytes>,
+    ) -> Vec<mpiswarm_mesos::scheduler::Event> {
+        let mut out = Vec::new();
+        while let Ok(record) = rx.try_recv() {
+            let text = std::str::from_utf8(&record).unwrap();
+            let json = text.split_once('\n').unwrap().1;
+            out.push(serde_json::from_str(json).unwrap());
+        }
+        out
     }
 
     /// A RUNNING task `task` of framework `fw` on agent `agent`, in the books only.

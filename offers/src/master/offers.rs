@@ -29,11 +29,16 @@ impl Master {
         let span = tracing::debug_span!("allocation_cycle", agents = agents.map_or(0, <[String]>::len));
         let _entered = span.enter();
         let started = std::time::Instant::now();
+        self.mark_backlogs();
         let allocations = self.allocator.allocate(now, agents);
         tracing::debug!(allocations = allocations.len(), elapsed = ?started.elapsed(), "allocation cycle");
         self.counters.allocation_runs += 1;
         self.counters.allocation_seconds_total += started.elapsed().as_secs_f64();
-        self.last_allocation = now;
+        // A run over some agents (one that subscribed or caught up) does
+        // not put off the batch run over all of them.
+        if agents.is_none() {
+            self.last_allocation = now;
+        }
         let mut by_framework: BTreeMap<String, Vec<Offer>> = BTreeMap::new();
         for a in allocations {
             // Taken first (ids are cheap): one goes unused when the allocation goes back.

@@ -91,20 +91,10 @@ impl Master {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{framework_with_stream, test_master_with_registry};
+    use super::super::testing::{events_of, framework_with_stream, test_master_with_registry};
     use super::*;
     use crate::registry::{RegisteredAgent, RegistryState};
     use mpiswarm_mesos::scheduler::{Event, EventType};
-
-    fn events_of(rx: &mut tokio::sync::mpsc::UnboundedReceiver<bytes::Bytes>) -> Vec<Event> {
-        let mut out = Vec::new();
-        while let Ok(record) = rx.try_recv() {
-            let text = std::str::from_utf8(&record).unwrap();
-            let json = text.split_once('\n').unwrap().1;
-            out.push(serde_json::from_str(json).unwrap());
-        }
-        out
-    }
 
     fn registry_with_agent(id: &str) -> RegistryState {
         let mut s = RegistryState::default();

@@ -74,6 +74,8 @@ impl Master {
             tracing::debug!(task = %key.1, "update after a terminal state ignored");
             return;
         }
+        let left_staging = task.state == TaskState::Staging && status.state != TaskState::Staging;
+        let agent = task.agent_id.value.clone();
         task.state = status.state;
         task.latest = status.clone();
         task.latest.uuid = None;
@@ -81,6 +83,9 @@ impl Master {
             self.release_task_resources(key, now);
         }
         self.enqueue_update(key, status, now);
+        if left_staging {
+            self.launch_caught_up(&agent, now);
+        }
     }
 
     /// Puts a status on a task's update queue and sends it if it is the head.

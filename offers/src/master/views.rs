@@ -238,6 +238,9 @@ impl Master {
         put("master/frameworks_removed", c.frameworks_removed as f64);
         put("master/slaves_removed", c.agents_removed as f64);
         put("master/invalid_calls", c.invalid_calls as f64);
+        put("master/agents_launch_backlogged", c.agents_backlogged as f64);
+        put("allocator/launch_backlog_holds", c.backlog_holds as f64);
+        put("master/launch_backlog_limit", self.config.launch_backlog as f64);
         let sorter = self.allocator.sorter();
         for (role, limit) in self.allocator.limits() {
             let consumed = sorter.role_allocation(role);

@@ -20,6 +20,7 @@ pub fn args(data_dir: &std::path::Path) -> OffersArgs {
         weights: Default::default(),
         quota: Default::default(),
         allocation_interval: 0.05,
+        agent_launch_backlog: mpiswarm_offers::master::DEFAULT_LAUNCH_BACKLOG,
         offer_timeout: None,
         heartbeat_interval: 15.0,
         agent_reregister_timeout: 75.0,
