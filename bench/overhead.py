@@ -12,7 +12,6 @@ from the same image with the same limits. Cleanup is outside both timings.
 The b breakdown comes from the job's Events (eventTime, microseconds)."""
 
 import os
-import subprocess
 import tempfile
 import time
 
@@ -49,81 +48,117 @@ def run_b(stack, name):
     return total, steps
 
 
-def run_a(stack, name):
-    """The bare-Swarm script. Names carry `name`, so nothing collides with
-    mpiswarm's own objects; everything is removed afterwards."""
-    d = stack.manager_docker
-    key_dir = tempfile.mkdtemp(prefix="bench-key-")
-    key = os.path.join(key_dir, "id")
-    hostfile = os.path.join(key_dir, "hostfile")
-    with open(hostfile, "w") as f:
-        f.write(f"worker-0 slots={RANKS}\n")
-    net, secret, config = f"{name}-net", f"{name}-key", f"{name}-hostfile"
-    worker, launcher = f"{name}-worker-0", f"{name}-launcher"
-    common = [
-        "--detach",
-        "--restart-condition=none",
-        "--endpoint-mode=dnsrr",
-        "--constraint=node.hostname==node1",
-        f"--secret=source={secret},target=mpiswarm-ssh-key,mode=0400",
-        f"--config=source={config},target=/etc/mpi/hostfile",
-        "--env=MPISWARM_WAIT_SECONDS=120",
-    ]
-    start = time.monotonic()
-    try:
+class BareJob:
+    """One MPI job made with plain Docker commands against the manager, as a
+    script would: a key pair, an overlay network, the key as a secret, the
+    hostfile as a config, one worker service (`ranks` slots, sshd) and the
+    launcher service (`mpirun`). Names carry `name`, so nothing collides
+    with mpiswarm's own objects."""
+
+    def __init__(self, stack, name, ranks, cpus, samples, constraint="node.hostname==node1"):
+        self.stack, self.name, self.ranks, self.cpus, self.samples = stack, name, ranks, cpus, samples
+        self.constraint = constraint
+        self.net, self.secret, self.config = f"{name}-net", f"{name}-key", f"{name}-hostfile"
+        self.worker, self.launcher = f"{name}-worker-0", f"{name}-launcher"
+        self.key_dir = None
+
+    def create(self):
+        d = self.stack.manager_docker
+        self.key_dir = tempfile.mkdtemp(prefix="bench-key-")
+        key = os.path.join(self.key_dir, "id")
+        hostfile = os.path.join(self.key_dir, "hostfile")
+        with open(hostfile, "w") as f:
+            f.write(f"worker-0 slots={self.ranks}\n")
+        common = [
+            "--detach",
+            "--restart-condition=none",
+            "--endpoint-mode=dnsrr",
+            f"--secret=source={self.secret},target=mpiswarm-ssh-key,mode=0400",
+            f"--config=source={self.config},target=/etc/mpi/hostfile",
+            "--env=MPISWARM_WAIT_SECONDS=120",
+        ] + ([f"--constraint={self.constraint}"] if self.constraint else [])
         # The key pair is part of what mpiswarm does per job, so it is timed.
         sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key])
-        d(["network", "create", "-d", "overlay", "--attachable", net])
-        d(["secret", "create", secret, key])
-        d(["config", "create", config, hostfile])
-        cpu = f"{RANKS * CPUS:g}"
+        d(["network", "create", "-d", "overlay", "--attachable", self.net])
+        d(["secret", "create", self.secret, key])
+        d(["config", "create", self.config, hostfile])
+        cpu = f"{self.ranks * self.cpus:g}"
         d(
-            ["service", "create", "--name", worker, f"--network=name={net},alias=worker-0", "--hostname=worker-0"]
-            + [f"--limit-cpu={cpu}", f"--reserve-cpu={cpu}", f"--limit-memory={RANKS * 64}M"]
-            + [f"--reserve-memory={RANKS * 64}M"]
+            ["service", "create", "--name", self.worker, f"--network=name={self.net},alias=worker-0"]
+            + ["--hostname=worker-0", f"--limit-cpu={cpu}", f"--reserve-cpu={cpu}"]
+            + [f"--limit-memory={self.ranks * 64}M", f"--reserve-memory={self.ranks * 64}M"]
             + common
             + [RANK_IMAGE, "mpiswarm-rank", "worker"]
         )
         d(
-            ["service", "create", "--name", launcher, f"--network=name={net},alias=launcher", "--hostname=launcher"]
-            + ["--limit-cpu=0.1", "--reserve-cpu=0.1", "--limit-memory=64M", "--reserve-memory=64M"]
+            ["service", "create", "--name", self.launcher, f"--network=name={self.net},alias=launcher"]
+            + ["--hostname=launcher", "--limit-cpu=0.1", "--reserve-cpu=0.1", "--limit-memory=64M"]
+            + ["--reserve-memory=64M"]
             + common
             + [RANK_IMAGE, "mpiswarm-rank", "launcher"]
-            + ["mpirun", "--allow-run-as-root", "--hostfile", "/etc/mpi/hostfile", "-np", str(RANKS)]
-            + ["/usr/local/bin/pi", SAMPLES]
+            + ["mpirun", "--allow-run-as-root", "--hostfile", "/etc/mpi/hostfile", "-np", str(self.ranks)]
+            + ["/usr/local/bin/pi", self.samples]
         )
-        deadline = time.monotonic() + 300
+
+    @staticmethod
+    def states(stack, launchers):
+        """The current state of each launcher service's task, one command for all."""
+        out = stack.manager_docker(["service", "ps", "--format", "{{.Name}} {{.CurrentState}}"] + launchers)
+        states = {}
+        for line in out.splitlines():
+            task, _, state = line.partition(" ")
+            states.setdefault(task.rsplit(".", 1)[0], state)
+        return states
+
+    def wait(self, timeout=300):
+        deadline = time.monotonic() + timeout
         while True:
-            state = d(["service", "ps", "--format", "{{.CurrentState}}", launcher]).strip().split("\n")[0]
+            state = BareJob.states(self.stack, [self.launcher]).get(self.launcher, "")
             if state.startswith("Complete"):
-                break
+                return
             if state.startswith(("Failed", "Rejected", "Shutdown")) or time.monotonic() > deadline:
-                logs = d(["service", "logs", "--raw", launcher], check=False)
-                raise CommandFailed(f"bare-Swarm launcher {launcher} ended {state!r}: {logs[-2000:]}")
+                logs = self.stack.manager_docker(["service", "logs", "--raw", self.launcher], check=False)
+                raise CommandFailed(f"bare-Swarm launcher {self.launcher} ended {state!r}: {logs[-2000:]}")
             time.sleep(0.1)
-        total = time.monotonic() - start
-        out = d(["service", "logs", "--raw", launcher], check=False)
+
+    def check_output(self):
+        out = self.stack.manager_docker(["service", "logs", "--raw", self.launcher], check=False)
         if "pi:" not in out:
-            raise CommandFailed(f"bare-Swarm pi printed no result: {out[-2000:]}")
-        return total
-    finally:
-        d(["service", "rm", worker, launcher], check=False)
+            raise CommandFailed(f"bare-Swarm pi of {self.name} printed no result: {out[-2000:]}")
+
+    def remove(self):
+        d = self.stack.manager_docker
+        d(["service", "rm", self.worker, self.launcher], check=False)
         # The network goes once the tasks' containers are gone.
         for _ in range(100):
-            if not d(["ps", "-aq", "--filter", f"name={name}-"], check=False).strip():
+            if not d(["ps", "-aq", "--filter", f"name={self.name}-"], check=False).strip():
                 break
             time.sleep(0.2)
-        d(["secret", "rm", secret], check=False)
-        d(["config", "rm", config], check=False)
+        d(["secret", "rm", self.secret], check=False)
+        d(["config", "rm", self.config], check=False)
         for _ in range(50):
-            if subprocess.run(
-                ["docker", "-H", f"unix://{os.path.join(stack.dir, 'nodes', 'node1', 'docker.sock')}"]
-                + ["network", "rm", net],
-                capture_output=True,
-            ).returncode == 0:
+            if d(["network", "rm", self.net], check=False) or not d(
+                ["network", "ls", "-q", "--filter", f"name={self.net}"], check=False
+            ).strip():
                 break
             time.sleep(0.2)
-        sh(["rm", "-rf", key_dir])
+        if self.key_dir:
+            sh(["rm", "-rf", self.key_dir])
+
+
+def run_a(stack, name):
+    """The bare-Swarm script, timed from the key pair to the launcher's end;
+    everything is removed afterwards."""
+    job = BareJob(stack, name, RANKS, CPUS, SAMPLES)
+    start = time.monotonic()
+    try:
+        job.create()
+        job.wait()
+        total = time.monotonic() - start
+        job.check_output()
+        return total
+    finally:
+        job.remove()
 
 
 def run(stack, reps):

@@ -8,6 +8,7 @@ import json
 import os
 import statistics
 
+import burst
 import placement
 
 MESOS_18_CYCLE_S = 1.1  # Mesos 1.8, 10k agents x 1k frameworks (allocator benchmark)
@@ -77,7 +78,7 @@ def read_csv(path):
         return [{k: value(v) for k, v in r.items()} for r in csv.DictReader(f)]
 
 
-CSVS = ["placement.csv", "overhead.csv", "scale-criterion.csv", "scale-controller.csv"]
+CSVS = ["placement.csv", "overhead.csv", "burst.csv", "scale-criterion.csv", "scale-controller.csv"]
 
 
 def fmt(v, digits=3):
@@ -219,6 +220,45 @@ def overhead_section(meta, rows):
     return out
 
 
+def loads(rows):
+    """The 1-minute load before and after each run, as `1.2 → 3.4, ...`."""
+    return ", ".join(f"{r['load_before']:.1f} → {r['load_after']:.1f}" for r in rows)
+
+
+def burst_section(meta, rows):
+    a = [r for r in rows if r["mode"] == "a"]
+    b = [r for r in rows if r["mode"] == "b"]
+    jobs = rows[0]["jobs"] if rows else 0
+    out = [
+        f"## Burst: {jobs} small jobs at once, a bare-Swarm script vs one `kubectl apply`",
+        "",
+        how(meta, "burst"),
+        "",
+        f"Setup: `{meta.get('burst_up_command', '?')}`; {len(a)} run(s) each way (a then b, b then a on a next "
+        f"repetition). Each job: pi `{burst.SAMPLES}` over {burst.RANKS} ranks of {burst.CPUS} cpu and a 0.1-cpu "
+        "launcher. (a) a script keeps as many jobs going as the nodes' cpus hold, making each like the overhead "
+        f"section's (a) (no placement constraint: Swarm places the services), {burst.CREATORS} side by side, and "
+        f"polls one `docker service ps` of every running launcher every {burst.POLL_S} s; a script cannot hand "
+        "Swarm more jobs than room, for Swarm places services one by one (no gang) and would start launchers whose "
+        f"workers wait. (b) one `kubectl apply` of the {jobs} MpiJobs (`backoffLimit: 0`), then `kubectl get` every "
+        f"{burst.POLL_S} s until all Succeeded. Jobs per second from the first command to the last job's end. "
+        "Raw rows: `docs/bench/burst.csv`.",
+        "",
+    ]
+    if a and b:
+        ta, tb = [r["total_s"] for r in a], [r["total_s"] for r in b]
+        ra, rb = [r["jobs_per_s"] for r in a], [r["jobs_per_s"] for r in b]
+        out += [
+            "| | (a) bare Swarm script | (b) mpiswarm | b/a |",
+            "|---|---|---|---|",
+            f"| wall time, s | {med_range(ta)} | {med_range(tb)} | **{statistics.median(tb) / statistics.median(ta):.2f}** "
+            "(goal ≤ 1.2) |",
+            f"| jobs/s | {med_range(ra)} | {med_range(rb)} | |",
+            f"| 1-minute load before → after | {loads(a)} | {loads(b)} | |",
+        ]
+    return out
+
+
 def scale_section(meta, crit, controller):
     out = [
         "## Scale without containers",
@@ -328,7 +368,7 @@ def scheduled_after(row):
     return f"not all: {row['scheduled']:,.0f} of {row['jobs']:,} by {row['scheduled_after_s']:.0f} s"
 
 
-def page(meta, place_rows, over_rows, crit, controller, reading):
+def page(meta, place_rows, over_rows, burst_rows, crit, controller, reading):
     out = [
         "# Benchmarks",
         "",
@@ -345,6 +385,8 @@ def page(meta, place_rows, over_rows, crit, controller, reading):
         out += placement_section(meta, place_rows) + [""]
     if over_rows:
         out += overhead_section(meta, over_rows) + [""]
+    if burst_rows:
+        out += burst_section(meta, burst_rows) + [""]
     if crit or controller:
         out += scale_section(meta, crit, controller) + [""]
     if reading:
@@ -352,20 +394,20 @@ def page(meta, place_rows, over_rows, crit, controller, reading):
     return "\n".join(out)
 
 
-def write(out_dir, page_path, meta, place_rows, over_rows, crit, controller):
+def write(out_dir, page_path, meta, place_rows, over_rows, burst_rows, crit, controller):
     os.makedirs(out_dir, exist_ok=True)
     # A section this run did not measure (`--only`) keeps its earlier CSV,
     # and the page shows it from there.
-    fresh = [place_rows, over_rows, crit, controller]
+    fresh = [place_rows, over_rows, burst_rows, crit, controller]
     for i, name in enumerate(CSVS):
         if fresh[i]:
             write_csv(os.path.join(out_dir, name), fresh[i])
         else:
             fresh[i] = read_csv(os.path.join(out_dir, name))
-    place_rows, over_rows, crit, controller = fresh
+    place_rows, over_rows, burst_rows, crit, controller = fresh
     reading_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reading.md")
     reading = open(reading_path).read() if os.path.exists(reading_path) else ""
-    text = page(meta, place_rows, over_rows, crit, controller, reading)
+    text = page(meta, place_rows, over_rows, burst_rows, crit, controller, reading)
     with open(page_path, "w") as f:
         f.write(text)
     return text

@@ -1,0 +1,122 @@
+"""Burst: a parameter sweep of N small jobs submitted at once, on one stack,
+run two ways (a then b; b then a on the next repetition):
+(a) bare Swarm: a script keeps as many jobs going as the nodes hold (their
+    cpus over a job's 0.3), making each job as overhead.py's (a) does (key
+    pair, overlay, secret, config, a worker service with 2 slots and a
+    launcher service, no placement constraint: Swarm places them) with
+    CREATORS jobs made side by side; one `docker service ps` of every
+    running launcher every POLL_S tells which ended, and the next job is
+    made when one has. Swarm alone cannot do better: it places services one
+    by one, so with more jobs than room it would start launchers whose
+    workers wait for room (no gang), and those launchers time out.
+    What the jobs made is removed after the clock stops.
+(b) mpiswarm: one `kubectl apply` of the N MpiJobs (the same 2 ranks of
+    0.1 cpu, packed on one node as (a)'s worker holds them, profile
+    `network`, and the 0.1-cpu launcher, pi of the same size), then
+    `kubectl get mpijob` every POLL_S until all Succeeded.
+Both report jobs per second from the first command to the last job's end."""
+
+import concurrent.futures
+import json
+import time
+
+from overhead import BareJob
+from stack import CommandFailed, load, mpijob, say
+
+RANKS = 2
+CPUS = 0.1  # per rank; each job also reserves the 0.1-cpu launcher
+JOB_CPUS = RANKS * CPUS + 0.1
+SAMPLES = "200000"
+CREATORS = 4
+POLL_S = 0.5
+DEADLINE_S = 1200
+
+
+def manifest(name):
+    return mpijob(
+        name,
+        command=["/usr/local/bin/pi"],
+        args=[SAMPLES],
+        ranks=RANKS,
+        resources={"cpus": CPUS, "memory": "64Mi"},
+        # Packed, as the script's (a) runs them: one worker with both ranks.
+        profile="network",
+        runPolicy={"backoffLimit": 0, "activeDeadlineSeconds": 600},
+    )
+
+
+def run_a(stack, prefix, jobs, capacity):
+    """The bare-Swarm script: at most `capacity` jobs at a time."""
+    names = [f"{prefix}-{i:03d}" for i in range(jobs)]
+    made, running, done = [], {}, 0
+    start = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(CREATORS) as pool:
+        try:
+            pending = list(names)
+            creating = {}
+            while done < jobs:
+                if time.monotonic() - start > DEADLINE_S:
+                    raise CommandFailed(f"bare Swarm: {done} of {jobs} jobs ended within {DEADLINE_S} s")
+                while pending and len(running) + len(creating) < capacity:
+                    job = BareJob(stack, pending.pop(0), RANKS, CPUS, SAMPLES, constraint=None)
+                    made.append(job)
+                    creating[pool.submit(job.create)] = job
+                for future in [f for f in creating if f.done()]:
+                    job = creating.pop(future)
+                    future.result()
+                    running[job.launcher] = job
+                if running:
+                    states = BareJob.states(stack, list(running))
+                    for launcher, state in states.items():
+                        if state.startswith("Complete"):
+                            running.pop(launcher).check_output()
+                            done += 1
+                        elif state.startswith(("Failed", "Rejected", "Shutdown")):
+                            raise CommandFailed(f"bare-Swarm launcher {launcher} ended {state!r}")
+                time.sleep(POLL_S)
+            return time.monotonic() - start
+        finally:
+            for job in made:
+                job.remove()
+
+
+def run_b(stack, prefix, jobs):
+    names = [f"{prefix}-{i:03d}" for i in range(jobs)]
+    text = "\n".join(json.dumps(manifest(n)) for n in names)
+    start = time.monotonic()
+    stack.kubectl(["apply", "-f", "-"], input=text, timeout=300)
+    try:
+        while True:
+            if time.monotonic() - start > DEADLINE_S:
+                raise CommandFailed(f"mpiswarm: not every job of the burst ended within {DEADLINE_S} s")
+            listed = json.loads(stack.kubectl(["get", "mpijob", "-o", "json"], timeout=120))
+            phases = {j["metadata"]["name"]: (j.get("status") or {}).get("phase", "Pending")
+                      for j in listed["items"] if j["metadata"]["name"].startswith(prefix + "-")}
+            failed = sorted(n for n, p in phases.items() if p == "Failed")
+            if failed:
+                raise CommandFailed(f"mpiswarm: jobs of the burst failed: {failed[:5]}")
+            if len(phases) == jobs and all(p == "Succeeded" for p in phases.values()):
+                return time.monotonic() - start
+            time.sleep(POLL_S)
+    finally:
+        stack.kubectl(["delete", "mpijob", "--wait=true", "--timeout=300s", "--ignore-not-found"] + names,
+                      timeout=330, check=False)
+
+
+def run(stack, reps, jobs, nodes, node_cpus):
+    capacity = int(nodes * node_cpus / JOB_CPUS + 1e-9)
+    rows = []
+    for rep in range(reps):
+        order = ["a", "b"] if rep % 2 == 0 else ["b", "a"]
+        for mode in order:
+            prefix = f"bench-burst-{mode}{rep}"
+            before = load()
+            if mode == "a":
+                total = run_a(stack, prefix, jobs, capacity)
+            else:
+                total = run_b(stack, prefix, jobs)
+            rows.append({"rep": rep, "mode": mode, "jobs": jobs, "total_s": round(total, 2),
+                         "jobs_per_s": round(jobs / total, 3), "load_before": before, "load_after": load()})
+            say(f"burst rep {rep + 1}/{reps}: ({mode}) {'bare Swarm script' if mode == 'a' else 'mpiswarm, one kubectl apply'} "
+                f"{jobs} jobs in {total:.1f} s ({jobs / total:.2f} jobs/s)")
+    return rows
