@@ -78,8 +78,25 @@ impl<S: Swarm + 'static> Agent<S> {
             }
         };
         let names: Vec<String> = plans.iter().map(|p| p.service_name.clone()).collect();
+        // What the table tracks once each service exists; until then a
+        // SUBSCRIBE reports each as TASK_STAGING.
+        let records: Vec<TaskRecord> = plans
+            .iter()
+            .zip(&tasks)
+            .map(|(plan, task)| TaskRecord {
+                framework_id: framework_id.clone(),
+                framework_role: role.clone(),
+                executor_info: executor.clone(),
+                task_info: task.clone(),
+                service_name: plan.service_name.clone(),
+                image: plan.image.clone(),
+                status: TaskStatus::new(task.task_id.clone(), TaskState::Staging),
+                acknowledged: false,
+            })
+            .collect();
+        let group = records.iter().map(|r| (r.service_name.clone(), crate::tasks::staging(r))).collect();
         // Duplicate launches (a retried ACCEPT) re-report instead of relaunching.
-        match self.tasks.begin_launch(&names) {
+        match self.tasks.begin_launch(group) {
             LaunchStart::Go => {}
             LaunchStart::Known(existing) => {
                 tracing::warn!(task = %existing.status.task_id, "task already known; re-sending its status");
@@ -95,20 +112,11 @@ impl<S: Swarm + 'static> Agent<S> {
         let result = self.objects.launch(&*self.swarm, &self.node_id, &agent_id.value, &plans, volumes).await;
         match result {
             Ok(()) => {
-                for (plan, task) in plans.iter().zip(&tasks) {
-                    let record = TaskRecord {
-                        framework_id: framework_id.clone(),
-                        framework_role: role.clone(),
-                        executor_info: executor.clone(),
-                        task_info: task.clone(),
-                        service_name: plan.service_name.clone(),
-                        image: plan.image.clone(),
-                        status: TaskStatus::new(task.task_id.clone(), TaskState::Staging),
-                        acknowledged: false,
-                    };
-                    let created = format!("service {} created", plan.service_name);
+                for record in records {
+                    let (service, task_id) = (record.service_name.clone(), record.task_info.task_id.clone());
+                    let created = format!("service {service} created");
                     self.tasks.launched(record, Observed::simple(TaskState::Starting, created));
-                    self.outputs.follow(&plan.service_name, Owner::new(&framework_id, &task.task_id));
+                    self.outputs.follow(&service, Owner::new(&framework_id, &task_id));
                 }
                 tracing::info!(services = ?names, "launched");
                 self.counters.launched.inc_by(plans.len() as u64);

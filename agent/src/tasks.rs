@@ -83,8 +83,10 @@ pub(crate) enum KillStart {
 struct Table {
     /// By service name (unique per framework and task).
     tasks: HashMap<String, Tracked>,
-    /// Services being created: not yet observable, and a KILL for them waits.
-    launching: HashSet<String>,
+    /// Services being created, with their task as SUBSCRIBE reports it
+    /// meanwhile (`TASK_STAGING`, as a Mesos agent reports a task it has
+    /// queued): not yet observable, and a KILL for them waits.
+    launching: HashMap<String, ReportedTask>,
     kill_requested: HashSet<String>,
 }
 
@@ -130,18 +132,19 @@ impl TaskTable {
         self.writer.flush().await;
     }
 
-    /// Marks `services` as launching, unless one of them is known or being
-    /// launched already.
-    pub(crate) fn begin_launch(&self, services: &[String]) -> LaunchStart {
+    /// Marks the services of `group` as launching (each with its task as
+    /// SUBSCRIBE reports it until its service exists), unless one of them is
+    /// known or being launched already.
+    pub(crate) fn begin_launch(&self, group: Vec<(String, ReportedTask)>) -> LaunchStart {
         let mut table = lock(&self.table);
-        if let Some(t) = services.iter().find_map(|s| table.tasks.get(s)) {
+        if let Some(t) = group.iter().find_map(|(s, _)| table.tasks.get(s)) {
             let status = t.record.status.clone();
             return LaunchStart::Known(Box::new(Outgoing { framework_id: t.record.framework_id.clone(), status }));
         }
-        if let Some(s) = services.iter().find(|s| table.launching.contains(*s)) {
+        if let Some((s, _)) = group.iter().find(|(s, _)| table.launching.contains_key(s)) {
             return LaunchStart::InFlight(s.clone());
         }
-        table.launching.extend(services.iter().cloned());
+        table.launching.extend(group);
         LaunchStart::Go
     }
 
@@ -164,7 +167,7 @@ impl TaskTable {
     /// What a KILL of `service` does; a live task is marked as being killed.
     pub(crate) fn begin_kill(&self, service: &str) -> KillStart {
         let mut table = lock(&self.table);
-        if table.launching.contains(service) {
+        if table.launching.contains_key(service) {
             table.kill_requested.insert(service.to_owned());
             return KillStart::Deferred;
         }
@@ -284,14 +287,14 @@ impl TaskTable {
             .tasks
             .iter()
             .filter(|(_, t)| !t.killing && !t.record.status.state.is_terminal())
-            .filter(|(name, _)| and_launching || !table.launching.contains(*name))
+            .filter(|(name, _)| and_launching || !table.launching.contains_key(*name))
             .map(|(name, t)| TaskRef::of(name, t))
             .collect()
     }
 
     /// Services being created now.
     pub(crate) fn launching(&self) -> HashSet<String> {
-        lock(&self.table).launching.clone()
+        lock(&self.table).launching.keys().cloned().collect()
     }
 
     /// Ended tasks (no KILL under way) whose service `exists`: the agent
@@ -324,10 +327,16 @@ impl TaskTable {
         shutdown_victims(lock(&self.table).tasks.values(), s)
     }
 
-    /// What SUBSCRIBE reports: every live task and every terminal task whose
-    /// terminal update the framework has not acknowledged.
+    /// What SUBSCRIBE reports: every live task, every terminal task whose
+    /// terminal update the framework has not acknowledged, and every task
+    /// whose service is still being created (`TASK_STAGING`): a task left
+    /// out is one the master calls unknown to the agent and LOST.
     pub(crate) fn reported_tasks(&self) -> Vec<ReportedTask> {
-        lock(&self.table).tasks.values().filter(|t| reported(&t.record)).map(|t| report(&t.record)).collect()
+        let table = lock(&self.table);
+        let tracked = table.tasks.values().filter(|t| reported(&t.record)).map(|t| report(&t.record));
+        let queued =
+            table.launching.iter().filter(|(name, _)| !table.tasks.contains_key(*name)).map(|(_, r)| r.clone());
+        tracked.chain(queued).collect()
     }
 
     /// Every known task: service name, task id and the state last reported.
@@ -358,6 +367,18 @@ fn shutdown_victims<'a>(tasks: impl Iterator<Item = &'a Tracked>, s: &Shutdown) 
 /// Whether SUBSCRIBE reports `record`: unless its terminal update was acknowledged.
 fn reported(record: &TaskRecord) -> bool {
     !(record.status.state.is_terminal() && record.acknowledged)
+}
+
+/// A task of a group being launched as SUBSCRIBE reports it: `TASK_STAGING`.
+pub(crate) fn staging(record: &TaskRecord) -> ReportedTask {
+    let mut status = mpiswarm_mesos::TaskStatus::new(record.task_info.task_id.clone(), TaskState::Staging);
+    status.executor_id = record.executor_info.as_ref().map(|e| e.executor_id.clone());
+    ReportedTask {
+        framework_id: record.framework_id.clone(),
+        task_info: record.task_info.clone(),
+        executor_info: record.executor_info.clone(),
+        status,
+    }
 }
 
 fn report(record: &TaskRecord) -> ReportedTask {
@@ -425,12 +446,19 @@ mod tests {
     async fn a_kill_during_a_launch_waits_for_it_and_a_second_launch_of_the_same_task_does_not_start() {
         let (table, _rx, _dir) = table();
         let s = vec!["s1".to_owned()];
-        assert!(matches!(table.begin_launch(&s), LaunchStart::Go));
-        assert!(matches!(table.begin_launch(&s), LaunchStart::InFlight(name) if name == "s1"));
+        let group = || vec![("s1".to_owned(), staging(&record("s1")))];
+        assert!(matches!(table.begin_launch(group()), LaunchStart::Go));
+        let reported = table.reported_tasks();
+        assert_eq!(reported.len(), 1, "a task being launched is reported to a SUBSCRIBE");
+        assert_eq!(reported[0].status.state, TaskState::Staging);
+        assert!(matches!(table.begin_launch(group()), LaunchStart::InFlight(name) if name == "s1"));
         assert!(matches!(table.begin_kill("s1"), KillStart::Deferred));
         table.launched(record("s1"), Observed::simple(TaskState::Starting, "created"));
+        let reported = table.reported_tasks();
+        assert_eq!(reported.len(), 1, "reported once, as tracked, once its service exists");
+        assert_eq!(reported[0].status.state, TaskState::Starting);
         assert_eq!(table.end_launch(&s), s, "the deferred KILL runs now");
-        assert!(matches!(table.begin_launch(&s), LaunchStart::Known(o) if o.status.state == TaskState::Starting));
+        assert!(matches!(table.begin_launch(group()), LaunchStart::Known(o) if o.status.state == TaskState::Starting));
         assert!(matches!(table.begin_kill("s1"), KillStart::Live));
         assert!(table.live(true).is_empty(), "a task being killed is not observed");
         assert!(!table.transition_from("s1", TaskState::Starting, Observed::simple(TaskState::Running, "up")));

@@ -571,8 +571,8 @@ pub fn node_killed_during_a_burst(cluster: &Cluster) {
     let hit: BTreeSet<String> = lost_now
         .difference(&lost_before)
         .filter_map(|id| {
-            let id = id.trim_matches('"');
-            let rest = id.strip_prefix("mpijob-")?;
+            // The task id as /master/state gives it (`{"value":"mpijob-..."}`).
+            let rest = &id[id.find("mpijob-")? + "mpijob-".len()..];
             let (short, rest) = rest.split_once('-')?;
             rest.starts_with("g0-").then(|| short.to_owned())
         })
