@@ -122,7 +122,7 @@ run: ## run examples/pi.yaml to completion on the one-machine stack (starts and 
 # the benchmarks.
 BENCHES = -p mpiswarm-policy -p mpiswarm-offers -p mpiswarm --bench placement --bench allocation_cycle --bench controller
 
-bench: images ## placement on real MPI, control-plane overhead, scale (meant to fit 30 min on 2 idle cores): docs/benchmarks.md, docs/bench/
+bench: images ## placement on real MPI, control-plane overhead, a burst of 120 jobs, scale (meant to fit 30 min on 2 idle cores): docs/benchmarks.md, docs/bench/
 	$(CARGO) bench --no-run $(BENCHES)
 	bench/run
 

@@ -1,14 +1,16 @@
 """Burst: a parameter sweep of N small jobs submitted at once, on one stack,
 run two ways (a then b; b then a on the next repetition):
-(a) bare Swarm: a script keeps as many jobs going as the nodes hold (their
-    cpus over a job's 0.3), making each job as overhead.py's (a) does (key
-    pair, overlay, secret, config, a worker service with 2 slots and a
-    launcher service, no placement constraint: Swarm places them) with
-    CREATORS jobs made side by side; one `docker service ps` of every
-    running launcher every POLL_S tells which ended, and the next job is
-    made when one has. Swarm alone cannot do better: it places services one
-    by one, so with more jobs than room it would start launchers whose
-    workers wait for room (no gang), and those launchers time out.
+(a) bare Swarm: a script keeps as many jobs going as the nodes hold (each
+    node's cpus over a job's 0.3, whole jobs), making each job as
+    overhead.py's (a) does (key pair, overlay, secret, config, a worker
+    service with 2 slots and a launcher service), both pinned to the node
+    with the most room, with CREATORS jobs made side by side; one `docker
+    service ps` of every running launcher every POLL_S tells which ended;
+    an ended job's services are removed at once (a worker's sshd runs
+    until then, holding its cpus), and the next job is made once they are.
+    The script places each job whole on one node, as mpiswarm packs these
+    jobs (profile `network`): Swarm places services one by one, so a
+    worker could find no room on a node where its launcher already runs.
     What the jobs made is removed after the clock stops.
 (b) mpiswarm: one `kubectl apply` of the N MpiJobs (the same 2 ranks of
     0.1 cpu, packed on one node as (a)'s worker holds them, profile
@@ -28,6 +30,8 @@ CPUS = 0.1  # per rank; each job also reserves the 0.1-cpu launcher
 JOB_CPUS = RANKS * CPUS + 0.1
 SAMPLES = "200000"
 CREATORS = 4
+# Bare jobs that failed and were made again; past this many the run fails.
+MAX_RETRIES = 10
 POLL_S = 0.5
 DEADLINE_S = 1200
 
@@ -45,36 +49,57 @@ def manifest(name):
     )
 
 
-def run_a(stack, prefix, jobs, capacity):
-    """The bare-Swarm script: at most `capacity` jobs at a time."""
+def run_a(stack, prefix, jobs, nodes, per_node):
+    """The bare-Swarm script: at most `per_node` jobs at a time on each of `nodes`."""
     names = [f"{prefix}-{i:03d}" for i in range(jobs)]
-    made, running, done = [], {}, 0
+    made, running, done, retries = [], {}, 0, 0
     start = time.monotonic()
     with concurrent.futures.ThreadPoolExecutor(CREATORS) as pool:
         try:
             pending = list(names)
-            creating = {}
+            creating, releasing = {}, {}
             while done < jobs:
                 if time.monotonic() - start > DEADLINE_S:
                     raise CommandFailed(f"bare Swarm: {done} of {jobs} jobs ended within {DEADLINE_S} s")
-                while pending and len(running) + len(creating) < capacity:
-                    job = BareJob(stack, pending.pop(0), RANKS, CPUS, SAMPLES, constraint=None)
+                while pending:
+                    busy = [job.node for job in list(running.values()) + list(creating.values())]
+                    busy += [job.node for job in releasing.values()]
+                    node = max(nodes, key=lambda n: (per_node - busy.count(n), -nodes.index(n)))
+                    if busy.count(node) >= per_node:
+                        break
+                    job = BareJob(stack, pending.pop(0), RANKS, CPUS, SAMPLES, constraint=f"node.hostname=={node}")
+                    job.node = node
                     made.append(job)
                     creating[pool.submit(job.create)] = job
                 for future in [f for f in creating if f.done()]:
                     job = creating.pop(future)
                     future.result()
                     running[job.launcher] = job
+                for future in [f for f in releasing if f.done()]:
+                    releasing.pop(future).node = None
                 if running:
                     states = BareJob.states(stack, list(running))
                     for launcher, state in states.items():
                         if state.startswith("Complete"):
-                            running.pop(launcher).check_output()
+                            job = running.pop(launcher)
+                            job.check_output()
+                            # The worker's sshd runs until its service goes, as
+                            # mpiswarm's controller kills a finished job's workers.
+                            releasing[pool.submit(job.release)] = job
                             done += 1
                         elif state.startswith(("Failed", "Rejected", "Shutdown")):
-                            raise CommandFailed(f"bare-Swarm launcher {launcher} ended {state!r}")
+                            # As mpiswarm's agent starts a container the engine could not
+                            # start again, the script makes a failed job again (counted).
+                            job = running.pop(launcher)
+                            why = job.failure(state)
+                            releasing[pool.submit(job.release)] = job
+                            retries += 1
+                            if retries > MAX_RETRIES:
+                                raise CommandFailed(f"{retries} bare-Swarm jobs failed; the last: {why}")
+                            say(f"burst (a): {why[:400]}; making it again")
+                            pending.insert(0, job.name + "-r")
                 time.sleep(POLL_S)
-            return time.monotonic() - start
+            return time.monotonic() - start, retries
         finally:
             for job in made:
                 job.remove()
@@ -104,7 +129,8 @@ def run_b(stack, prefix, jobs):
 
 
 def run(stack, reps, jobs, nodes, node_cpus):
-    capacity = int(nodes * node_cpus / JOB_CPUS + 1e-9)
+    hostnames = [f"node{i + 1}" for i in range(nodes)]
+    per_node = int(node_cpus / JOB_CPUS + 1e-9)
     rows = []
     for rep in range(reps):
         order = ["a", "b"] if rep % 2 == 0 else ["b", "a"]
@@ -112,10 +138,10 @@ def run(stack, reps, jobs, nodes, node_cpus):
             prefix = f"bench-burst-{mode}{rep}"
             before = load()
             if mode == "a":
-                total = run_a(stack, prefix, jobs, capacity)
+                total, again = run_a(stack, prefix, jobs, hostnames, per_node)
             else:
-                total = run_b(stack, prefix, jobs)
-            rows.append({"rep": rep, "mode": mode, "jobs": jobs, "total_s": round(total, 2),
+                total, again = run_b(stack, prefix, jobs), 0
+            rows.append({"rep": rep, "mode": mode, "jobs": jobs, "total_s": round(total, 2), "made_again": again,
                          "jobs_per_s": round(jobs / total, 3), "load_before": before, "load_after": load()})
             say(f"burst rep {rep + 1}/{reps}: ({mode}) {'bare Swarm script' if mode == 'a' else 'mpiswarm, one kubectl apply'} "
                 f"{jobs} jobs in {total:.1f} s ({jobs / total:.2f} jobs/s)")

@@ -117,18 +117,30 @@ class BareJob:
             if state.startswith("Complete"):
                 return
             if state.startswith(("Failed", "Rejected", "Shutdown")) or time.monotonic() > deadline:
-                logs = self.stack.manager_docker(["service", "logs", "--raw", self.launcher], check=False)
-                raise CommandFailed(f"bare-Swarm launcher {self.launcher} ended {state!r}: {logs[-2000:]}")
+                raise CommandFailed(self.failure(state))
             time.sleep(0.1)
+
+    def failure(self, state):
+        """What Swarm says of a launcher that ended otherwise than Complete:
+        its task's error and its last log lines."""
+        d = self.stack.manager_docker
+        error = d(["service", "ps", "--no-trunc", "--format", "{{.Error}}", self.launcher], check=False).strip()
+        logs = d(["service", "logs", "--raw", self.launcher], check=False)
+        return f"bare-Swarm launcher {self.launcher} ended {state!r} ({error}): {logs[-1500:]}"
 
     def check_output(self):
         out = self.stack.manager_docker(["service", "logs", "--raw", self.launcher], check=False)
         if "pi:" not in out:
             raise CommandFailed(f"bare-Swarm pi of {self.name} printed no result: {out[-2000:]}")
 
+    def release(self):
+        """Removes the job's services (the worker's sshd runs until removed),
+        which gives their node's cpus back."""
+        self.stack.manager_docker(["service", "rm", self.worker, self.launcher], check=False)
+
     def remove(self):
         d = self.stack.manager_docker
-        d(["service", "rm", self.worker, self.launcher], check=False)
+        self.release()
         # The network goes once the tasks' containers are gone.
         for _ in range(100):
             if not d(["ps", "-aq", "--filter", f"name={self.name}-"], check=False).strip():
