@@ -7,8 +7,9 @@
 //! silent) and, once the node has been down or disconnected for
 //! `node_down_confirm` (an overloaded manager can call a live node down for
 //! a heartbeat or two; a node ready again within that period keeps its
-//! tasks), or at once when the node's own engine also refuses connections
-//! (its container or machine is gone, not slow), while it stays so:
+//! tasks), or at once when the node's own engine refuses connections (its
+//! container or machine is gone, not slow; this needs no word from Swarm),
+//! while it stays so:
 //!
 //! - every task it runs there goes `TASK_LOST` (`REASON_AGENT_DISCONNECTED`,
 //!   the message naming the node), and the task's service is removed, so its
@@ -44,13 +45,14 @@ impl<S: Swarm + 'static> Agent<S> {
         match self.swarm.node_status(&self.node_id).await {
             Ok((state, message)) => {
                 let mut health = classify(state, message.as_deref());
-                // Down and not yet lost: slow, or gone? A node whose engine
-                // refuses connections will not answer again.
-                if let Health::Down { state, message } = &health
-                    && !self.node.lost()
-                    && let Some(engine) = self.swarm.node_engine_gone().await
-                {
-                    health = Health::Gone { state: state.clone(), message: message.clone(), engine };
+                // Is the node gone? Its own engine refusing connections says
+                // so at once, before Swarm's heartbeats have called it down,
+                // and keeps it lost while Swarm still calls it ready.
+                if let Some(engine) = self.swarm.node_engine_gone().await {
+                    health = match health {
+                        Health::Down { state, message } => Health::Gone { state, message, engine },
+                        _ => Health::Gone { state: "gone".into(), message: String::new(), engine },
+                    };
                 }
                 self.node_is(health).await
             }
@@ -197,6 +199,31 @@ mod tests {
         assert!(message.contains("heartbeat failure; its engine refuses connections (refused)"), "{message}");
         assert_eq!(f.agent.counters.node_losses.get(), 1);
         assert!(!f.agent.serving());
+        session.abort();
+    }
+
+    #[tokio::test]
+    async fn a_node_whose_engine_refuses_connections_is_lost_before_swarm_calls_it_down() {
+        let mut f = agent(FakeSwarm::default());
+        let (id, info) = fw();
+        f.agent.launch(id, &info, None, vec![task("t1")]).await;
+        assert_eq!(f.statuses.try_recv().map(|o| o.status.state).ok(), Some(TaskState::Starting));
+        let session = settle(&f.agent);
+        f.agent.name_node("node2");
+        *f.agent.swarm.engine_gone.lock().unwrap() = Some("its engine refuses connections (refused)".into());
+        f.agent.check_node().await;
+        let lost = f.statuses.try_recv().expect("lost while Swarm still calls the node ready").status;
+        assert_eq!(lost.state, TaskState::Lost);
+        let message = lost.message.unwrap_or_default();
+        assert!(message.starts_with("swarm node node2 is gone; its engine refuses connections (refused)"), "{message}");
+        assert!(!f.agent.serving(), "withdrawn");
+        // Swarm still calls it ready, but its engine refuses: it stays lost and withdrawn.
+        f.agent.check_node().await;
+        assert!(!f.agent.serving(), "not served again while its engine refuses connections");
+        // The node is back (its engine answers, Swarm calls it ready): served again.
+        *f.agent.swarm.engine_gone.lock().unwrap() = None;
+        f.agent.check_node().await;
+        assert!(f.agent.serving());
         session.abort();
     }
 

@@ -160,11 +160,6 @@ impl NodeWatch {
         }
     }
 
-    /// Whether the current outage is confirmed (its tasks were lost).
-    pub(crate) fn lost(&self) -> bool {
-        lock(&self.seen).confirmed
-    }
-
     /// Serves the node (true) or withdraws from the offer layer (false).
     pub(crate) fn set_serving(&self, serving: bool) {
         self.serving.send_replace(serving);
@@ -246,16 +241,13 @@ mod tests {
             message: "heartbeat failure".into(),
             engine: "its engine refuses connections (connection refused)".into(),
         };
-        assert!(!watch.lost());
         let Verdict::Down { first: true, why } = watch.saw_at(gone.clone(), t0) else { panic!("gone: lost at once") };
         assert_eq!(
             why,
             "swarm node node2 is down: heartbeat failure; its engine refuses connections (connection refused) \
              (down for 0.0 s, 0.0 s after it was last seen ready)"
         );
-        assert!(watch.lost());
         assert!(matches!(watch.saw_at(down(), t0 + Duration::from_secs(1)), Verdict::Down { first: false, .. }));
         assert!(matches!(watch.saw_at(Health::Ready, t0 + Duration::from_secs(2)), Verdict::BackUp { .. }));
-        assert!(!watch.lost());
     }
 }

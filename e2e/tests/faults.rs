@@ -381,7 +381,10 @@ fn kill_a_node_of<'a>(cluster: &'a Cluster, job: &Started, case: &str) -> Revive
     assert!(lost <= LOST_WITHIN, "tasks of {} went LOST after {lost:?}, more than {LOST_WITHIN:?}", node.hostname);
     assert!(noticed <= LOST_WITHIN, "NodeLost in the status after {noticed:?}, more than {LOST_WITHIN:?}");
     assert!(message.contains(&node.hostname), "the condition names the lost node {}: {message}", node.hostname);
-    assert!(message.contains("is down"), "and says why (Swarm marked it down): {message}");
+    assert!(
+        message.contains("is down") || message.contains("is gone; its engine refuses connections"),
+        "and says why (Swarm marked it down, or its engine is gone): {message}"
+    );
     // Nothing of the lost node is offered while it is down.
     let withdrawn = wait::until(LOST_WITHIN, "the lost node's agent is withdrawn", || {
         let state = cluster.master_state()?;

@@ -294,8 +294,12 @@ async fn address(file: &ClusterFile, node: &Node) -> Result<String> {
 }
 
 /// node1 initialises the swarm; the others join it as workers. A heartbeat
-/// of 1 s lets the manager mark a stopped node `Down` within a few seconds
-/// (Swarm's 5 s default makes it about 15 s).
+/// of 3 s lets the manager mark a stopped node `Down` in about 9 s (Swarm's
+/// 5 s default makes it about 15 s); agents find a stopped node container
+/// sooner by its engine refusing connections. 1 s was too short: under a
+/// load average of 20 on 2 cores the manager called two live nodes down for
+/// a second, and Swarm shut their tasks down (12 jobs of the e2e load case
+/// failed, "service shut down").
 async fn form_swarm(file: &ClusterFile, nodes: &[Node]) -> Result<()> {
     let (manager, workers) = nodes.split_first().ok_or(StackError::NoNodes)?;
     let manager_ip = address(file, manager).await?;
@@ -310,7 +314,7 @@ async fn form_swarm(file: &ClusterFile, nodes: &[Node]) -> Result<()> {
             "--advertise-addr",
             &manager_ip,
             "--dispatcher-heartbeat",
-            "1s",
+            "3s",
         ])
         .await?;
     }
