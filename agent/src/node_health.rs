@@ -179,13 +179,19 @@ mod tests {
         })
     }
 
-    #[tokio::test]
-    async fn a_node_called_down_whose_engine_refuses_connections_loses_its_tasks_at_once() {
+    /// An agent on a fake swarm running one task, its statuses settled.
+    async fn one_task() -> (crate::lifecycle::tests::Fixture, tokio::task::JoinHandle<()>) {
         let mut f = agent(FakeSwarm::default());
         let (id, info) = fw();
         f.agent.launch(id, &info, None, vec![task("t1")]).await;
         assert_eq!(f.statuses.try_recv().map(|o| o.status.state).ok(), Some(TaskState::Starting));
         let session = settle(&f.agent);
+        (f, session)
+    }
+
+    #[tokio::test]
+    async fn a_node_called_down_whose_engine_refuses_connections_loses_its_tasks_at_once() {
+        let (mut f, session) = one_task().await;
         // Down while its engine answers: slow, not gone; nothing is lost yet.
         *f.agent.swarm.node_down.lock().unwrap() = Some("heartbeat failure".into());
         f.agent.check_node().await;
@@ -204,11 +210,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_node_whose_engine_refuses_connections_is_lost_before_swarm_calls_it_down() {
-        let mut f = agent(FakeSwarm::default());
-        let (id, info) = fw();
-        f.agent.launch(id, &info, None, vec![task("t1")]).await;
-        assert_eq!(f.statuses.try_recv().map(|o| o.status.state).ok(), Some(TaskState::Starting));
-        let session = settle(&f.agent);
+        let (mut f, session) = one_task().await;
         f.agent.name_node("node2");
         *f.agent.swarm.engine_gone.lock().unwrap() = Some("its engine refuses connections (refused)".into());
         f.agent.check_node().await;
