@@ -23,7 +23,7 @@ import json
 import time
 
 from overhead import BareJob
-from stack import CommandFailed, load, mpijob, say
+from stack import CommandFailed, load, pi_mpijob, say
 
 RANKS = 2
 CPUS = 0.1  # per rank; each job also reserves the 0.1-cpu launcher
@@ -37,16 +37,8 @@ DEADLINE_S = 1200
 
 
 def manifest(name):
-    return mpijob(
-        name,
-        command=["/usr/local/bin/pi"],
-        args=[SAMPLES],
-        ranks=RANKS,
-        resources={"cpus": CPUS, "memory": "64Mi"},
-        # Packed, as the script's (a) runs them: one worker with both ranks.
-        profile="network",
-        runPolicy={"backoffLimit": 0, "activeDeadlineSeconds": 600},
-    )
+    # Packed, as the script's (a) runs them: one worker with both ranks.
+    return pi_mpijob(name, RANKS, CPUS, SAMPLES, 600, profile="network")
 
 
 def run_a(stack, prefix, jobs, nodes, per_node):

@@ -15,7 +15,7 @@ import os
 import tempfile
 import time
 
-from stack import RANK_IMAGE, CommandFailed, mpijob, say, sh
+from stack import RANK_IMAGE, CommandFailed, pi_mpijob, say, sh
 
 RANKS = 4
 CPUS = 0.2  # per rank: 4 x 0.2 + the 0.1-cpu launcher fits a 1-cpu node
@@ -24,15 +24,7 @@ STEPS = ["Created", "Scheduled", "Launching", "Running", "Succeeded"]
 
 
 def manifest(name):
-    return mpijob(
-        name,
-        command=["/usr/local/bin/pi"],
-        args=[SAMPLES],
-        ranks=RANKS,
-        resources={"cpus": CPUS, "memory": "64Mi"},
-        placement={"policy": "pack"},
-        runPolicy={"backoffLimit": 0, "activeDeadlineSeconds": 300},
-    )
+    return pi_mpijob(name, RANKS, CPUS, SAMPLES, 300, placement={"policy": "pack"})
 
 
 def run_b(stack, name):

@@ -156,6 +156,21 @@ def mpijob(name, **spec):
     }
 
 
+def pi_mpijob(name, ranks, cpus, samples, deadline_s, **spec):
+    """An MpiJob running the rank image's pi over `samples` darts on `ranks`
+    ranks of `cpus` (64 MiB each), failing at once (`backoffLimit: 0`)
+    and after `deadline_s` seconds; `spec` adds fields (placement, profile)."""
+    return mpijob(
+        name,
+        command=["/usr/local/bin/pi"],
+        args=[samples],
+        ranks=ranks,
+        resources={"cpus": cpus, "memory": "64Mi"},
+        runPolicy={"backoffLimit": 0, "activeDeadlineSeconds": deadline_s},
+        **spec,
+    )
+
+
 def parse_time(text):
     """RFC 3339 with optional fraction, `Z` only (what the API server writes)."""
     from datetime import datetime, timezone
