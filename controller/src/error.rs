@@ -47,6 +47,11 @@ pub enum Error {
     Encode(#[from] serde_json::Error),
     #[error("the controller task panicked: {0}")]
     Panicked(#[from] tokio::task::JoinError),
+    /// The framework driver ended while the controller still led: without
+    /// it nothing is offered, launched or heard of, so the controller stops
+    /// too (and is restarted) rather than reconcile jobs that never run.
+    #[error("the framework driver ended while leading: {0}")]
+    DriverEnded(String),
 }
 
 impl Error {
@@ -70,6 +75,7 @@ impl Error {
             | Error::InferConfig(_)
             | Error::Encode(_)
             | Error::Panicked(_) => "config",
+            Error::DriverEnded(_) => "driver",
         }
     }
 }

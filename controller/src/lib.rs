@@ -493,13 +493,23 @@ async fn lead(
             }
         }
     };
+    let mut driver_done = false;
     let outcome = tokio::select! {
         _ = reconciling => Ok(()),
         _ = lost => Err(Error::LeaseLost { identity: options.identity.clone() }),
+        // The driver ends on its own only at a shutdown; any other end (a
+        // panic) leaves a controller that can no longer launch anything.
+        ended = &mut driver => {
+            driver_done = true;
+            driver_ended(ended, *shutdown.borrow())
+        }
     };
+    if let Err(e @ Error::DriverEnded(_)) = &outcome {
+        tracing::error!(error = %e, "stopping: a controller without its framework driver launches nothing");
+    }
     // After a lost lease stop at once; after a shutdown give the driver a moment.
     let grace = if outcome.is_err() { Duration::ZERO } else { Duration::from_secs(5) };
-    if tokio::time::timeout(grace, &mut driver).await.is_err() {
+    if !driver_done && tokio::time::timeout(grace, &mut driver).await.is_err() {
         driver.abort();
     }
     drop(leading);
@@ -512,4 +522,34 @@ async fn lead(
     outcome
 }
 
+/// What the framework driver's end means for the controller: nothing at a
+/// shutdown, the end of this controller otherwise.
+fn driver_ended(ended: Result<Result<(), Error>, tokio::task::JoinError>, shutting_down: bool) -> Result<(), Error> {
+    match ended {
+        Ok(Ok(())) if shutting_down => Ok(()),
+        Ok(Ok(())) => Err(Error::DriverEnded("it returned while no shutdown was asked".to_owned())),
+        Ok(Err(e)) => Err(Error::DriverEnded(e.to_string())),
+        Err(e) => Err(Error::DriverEnded(e.to_string())),
+    }
+}
+
 use context::Command;
+
+#[cfg(test)]
+mod driver_end_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_driver_that_panics_or_returns_while_leading_ends_the_controller_and_a_shutdown_does_not() {
+        let panicked = tokio::spawn(async { panic!("offer round bug") }).await;
+        let err = driver_ended(panicked.map(|()| Ok(())), false).unwrap_err();
+        assert!(
+            err.to_string().contains("the framework driver ended while leading")
+                && err.to_string().contains("panicked"),
+            "{err}"
+        );
+        assert_eq!(err.metric_label(), "driver");
+        assert!(matches!(driver_ended(Ok(Ok(())), false), Err(Error::DriverEnded(_))));
+        assert!(driver_ended(Ok(Ok(())), true).is_ok(), "at a shutdown the driver ends first and that is fine");
+    }
+}

@@ -29,6 +29,14 @@ use tokio_util::io::StreamReader;
 /// The header that ties calls to a subscription.
 pub const STREAM_ID_HEADER: &str = "Mesos-Stream-Id";
 
+/// How long a call, or a SUBSCRIBE until its first event, may take before
+/// the client gives up on the master. A master answers a call at once (200
+/// or 202; the work happens after), so only a master that accepted the
+/// connection and then fell silent (stopped, wedged, partitioned) reaches
+/// it; without it a framework or agent would wait on that master forever
+/// instead of reconnecting.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Why a call or subscription failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -54,13 +62,15 @@ pub enum ClientError {
     Refused { url: String, error: MasterError },
     #[error("not subscribed: call subscribe() first")]
     NotSubscribed,
+    #[error("{url} did not answer {what} within {seconds} s")]
+    TimedOut { url: String, what: &'static str, seconds: u64 },
 }
 
 impl ClientError {
     /// Whether retrying later can help (network trouble, 503, 5xx).
     pub fn is_retryable(&self) -> bool {
         match self {
-            Self::Http { .. } | Self::RecordIo(_) | Self::StreamEnded { .. } => true,
+            Self::Http { .. } | Self::RecordIo(_) | Self::StreamEnded { .. } | Self::TimedOut { .. } => true,
             Self::Status { status, .. } => *status == 503 || *status >= 500,
             _ => false,
         }
@@ -108,6 +118,8 @@ pub struct Endpoint {
     url: Arc<Mutex<String>>,
     masters: Masters,
     credentials: Option<(String, String)>,
+    /// [`CALL_TIMEOUT`] unless set otherwise (tests).
+    call_timeout: Duration,
 }
 
 impl Endpoint {
@@ -119,7 +131,15 @@ impl Endpoint {
             url: Arc::new(Mutex::new(format!("{}{path}", base.trim_end_matches('/')))),
             masters: Masters::new(base),
             credentials,
+            call_timeout: CALL_TIMEOUT,
         }
+    }
+
+    /// Gives up on a call (or a SUBSCRIBE's first event) after `timeout`
+    /// instead of [`CALL_TIMEOUT`].
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
     }
 
     /// Also follow redirects to (and send the credentials to) these other
@@ -147,11 +167,14 @@ impl Endpoint {
     }
 
     /// POSTs `body` as JSON; `2xx` comes back as the response, anything else
-    /// as [`ClientError::Status`].
+    /// as [`ClientError::Status`]. With a `timeout` the whole exchange,
+    /// body included, must end within it: for calls, never for a
+    /// SUBSCRIBE, whose body is the event stream.
     pub async fn post<B: Serialize>(
         &self,
         body: &B,
         stream_id: Option<&str>,
+        timeout: Option<Duration>,
     ) -> Result<reqwest::Response, ClientError> {
         let json = serde_json::to_vec(body).map_err(|source| ClientError::Json { source, record: String::new() })?;
         self.send(|url| {
@@ -161,12 +184,21 @@ impl Endpoint {
                 .header("Content-Type", "application/json")
                 .header("Accept", "application/json")
                 .body(json.clone());
+            let req = match timeout {
+                Some(t) => req.timeout(t),
+                None => req,
+            };
             match stream_id {
                 Some(id) => req.header(STREAM_ID_HEADER, id),
                 None => req,
             }
         })
         .await
+    }
+
+    /// POSTs a call on subscription `stream_id`, within the call timeout.
+    async fn call<B: Serialize>(&self, body: &B, stream_id: &str) -> Result<(), ClientError> {
+        self.post(body, Some(stream_id), Some(self.call_timeout)).await.map(drop)
     }
 
     /// GETs the endpoint's JSON (an operator endpoint such as `/quota`),
@@ -270,10 +302,19 @@ where
     C: Serialize,
     E: DeserializeOwned + Serialize + Send + 'static,
 {
-    let resp = endpoint.post(call, None).await?;
-    let stream_id = stream_id_of(&resp, &endpoint.url())?;
-    let mut events = decode_events::<E>(resp);
-    let mut first = events.next().await.ok_or(ClientError::StreamEnded { expected: "SUBSCRIBED" })??;
+    // The stream itself has no deadline (heartbeats watch it); the answer
+    // up to its first event has the call timeout, as a call does.
+    let opened = async {
+        let resp = endpoint.post(call, None, None).await?;
+        let stream_id = stream_id_of(&resp, &endpoint.url())?;
+        let mut events = decode_events::<E>(resp);
+        let first = events.next().await.ok_or(ClientError::StreamEnded { expected: "SUBSCRIBED" })??;
+        Ok::<_, ClientError>((stream_id, events, first))
+    };
+    let limit = endpoint.call_timeout;
+    let (stream_id, events, mut first) = tokio::time::timeout(limit, opened)
+        .await
+        .map_err(|_| ClientError::TimedOut { url: endpoint.url(), what: "SUBSCRIBE", seconds: limit.as_secs() })??;
     let subscribed = match first_event(&mut first) {
         FirstEvent::Subscribed(s) => s,
         FirstEvent::Error(message) => {
@@ -322,6 +363,12 @@ impl SchedulerClient {
         self
     }
 
+    /// [`Endpoint::with_call_timeout`].
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.endpoint = self.endpoint.with_call_timeout(timeout);
+        self
+    }
+
     pub fn endpoint(&self) -> &Endpoint {
         &self.endpoint
     }
@@ -361,7 +408,7 @@ impl SchedulerClient {
     /// Sends a non-SUBSCRIBE call on the current subscription.
     pub async fn call(&self, call: &scheduler::Call) -> Result<(), ClientError> {
         let stream_id = self.stream_id.lock().ok().and_then(|s| s.clone()).ok_or(ClientError::NotSubscribed)?;
-        self.endpoint.post(call, Some(&stream_id)).await.map(drop)
+        self.endpoint.call(call, &stream_id).await
     }
 }
 
@@ -419,13 +466,46 @@ impl AgentClient {
     ) -> Result<(), ClientError> {
         let stream_id = self.stream_id.lock().ok().and_then(|s| s.clone()).ok_or(ClientError::NotSubscribed)?;
         let call = agent_api::Call::update(agent_id.clone(), framework_id.clone(), status);
-        self.endpoint.post(&call, Some(&stream_id)).await.map(drop)
+        self.endpoint.call(&call, &stream_id).await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A master that takes the connection and never answers: a call and a
+    /// SUBSCRIBE give up after the call timeout (a retryable error the
+    /// driver and the agent reconnect on), not wait forever.
+    #[tokio::test]
+    async fn a_master_that_accepts_and_never_answers_times_calls_and_subscribes_out() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let silent = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                held.push(conn);
+            }
+        });
+        let client = SchedulerClient::new(&base, None).with_call_timeout(Duration::from_millis(300));
+        if let Ok(mut slot) = client.stream_id.lock() {
+            *slot = Some("s-1".into());
+        }
+        let started = std::time::Instant::now();
+        let call = scheduler::Call::new(scheduler::CallType::Revive, Some(crate::FrameworkId::new("F-1")));
+        let err = tokio::time::timeout(Duration::from_secs(20), client.call(&call)).await.expect("the call ends");
+        let err = err.expect_err("nobody answered");
+        assert!(
+            err.is_retryable() && matches!(err, ClientError::Http { ref source, .. } if source.is_timeout()),
+            "{err}"
+        );
+        let info: crate::FrameworkInfo = serde_json::from_value(serde_json::json!({"user": "u", "name": "n"})).unwrap();
+        let sub = tokio::time::timeout(Duration::from_secs(20), client.subscribe(info)).await.expect("SUBSCRIBE ends");
+        let err = sub.err().expect("nobody answered");
+        assert!(err.is_retryable() && matches!(err, ClientError::TimedOut { what: "SUBSCRIBE", .. }), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+        silent.abort();
+    }
 
     #[test]
     fn backoff_doubles_up_to_its_cap() {
