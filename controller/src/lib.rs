@@ -493,23 +493,20 @@ async fn lead(
             }
         }
     };
-    let mut driver_done = false;
     let outcome = tokio::select! {
         _ = reconciling => Ok(()),
         _ = lost => Err(Error::LeaseLost { identity: options.identity.clone() }),
         // The driver ends on its own only at a shutdown; any other end (a
         // panic) leaves a controller that can no longer launch anything.
-        ended = &mut driver => {
-            driver_done = true;
-            driver_ended(ended, *shutdown.borrow())
-        }
+        ended = &mut driver => driver_ended(ended, *shutdown.borrow()),
     };
     if let Err(e @ Error::DriverEnded(_)) = &outcome {
         tracing::error!(error = %e, "stopping: a controller without its framework driver launches nothing");
     }
     // After a lost lease stop at once; after a shutdown give the driver a moment.
     let grace = if outcome.is_err() { Duration::ZERO } else { Duration::from_secs(5) };
-    if !driver_done && tokio::time::timeout(grace, &mut driver).await.is_err() {
+    // (A finished driver's handle is not polled again: its end was read above or is of no use now.)
+    if !driver.is_finished() && tokio::time::timeout(grace, &mut driver).await.is_err() {
         driver.abort();
     }
     drop(leading);
