@@ -491,7 +491,6 @@ mod tests {
         if let Ok(mut slot) = client.stream_id.lock() {
             *slot = Some("s-1".into());
         }
-        let started = std::time::Instant::now();
         let call = scheduler::Call::new(scheduler::CallType::Revive, Some(crate::FrameworkId::new("F-1")));
         let err = tokio::time::timeout(Duration::from_secs(20), client.call(&call)).await.expect("the call ends");
         let err = err.expect_err("nobody answered");
@@ -503,7 +502,6 @@ mod tests {
         let sub = tokio::time::timeout(Duration::from_secs(20), client.subscribe(info)).await.expect("SUBSCRIBE ends");
         let err = sub.err().expect("nobody answered");
         assert!(err.is_retryable() && matches!(err, ClientError::TimedOut { what: "SUBSCRIBE", .. }), "{err}");
-        assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
         silent.abort();
     }
 
