@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use mpiswarm_mesos::framework::CapabilityType;
 use mpiswarm_mesos::{
     Bytes, ExecutorInfo, FrameworkId, FrameworkInfo, Reason, TaskId, TaskInfo, TaskState, TaskStatus,
 };
@@ -34,6 +35,25 @@ impl<S: Swarm + 'static> Agent<S> {
         };
         let role = framework_info.roles.first().cloned().or_else(|| framework_info.role.clone());
         let executor_id = executor.as_ref().map(|e| e.executor_id.clone());
+        // A node whose loss is confirmed starts nothing until it is ready
+        // again. Its resources are offered until the agent has withdrawn, so
+        // a launch can still come: it is dropped at once, a launch that never
+        // started (a framework re-places it), not a task that ran and was lost.
+        if let Some(why) = self.node.outage() {
+            let state = if framework_info.has_capability(CapabilityType::PartitionAware) {
+                TaskState::Dropped
+            } else {
+                TaskState::Lost
+            };
+            tracing::warn!(tasks = tasks.len(), "{why}: launch dropped");
+            self.counters.refused.inc();
+            for task in &tasks {
+                let message = format!("not launched, the node is lost: {why}");
+                let reason = Reason::ReasonAgentDisconnected;
+                self.tasks.send_untracked(&framework_id, &task.task_id, executor_id.as_ref(), state, reason, message);
+            }
+            return;
+        }
         // Planning resolves host paths on disk: off this worker.
         let plans = {
             let (tasks, agent_id, framework_id, role, executor_id) =

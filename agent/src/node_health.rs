@@ -14,6 +14,11 @@
 //! - every task it runs there goes `TASK_LOST` (`REASON_AGENT_DISCONNECTED`,
 //!   the message naming the node), and the task's service is removed, so its
 //!   container is stopped if the node ever comes back;
+//! - a LAUNCH that comes from then on (the node's freed resources are still
+//!   offered until the agent has withdrawn) starts nothing and is answered
+//!   at once with `TASK_DROPPED` (`TASK_LOST` to a framework that is not
+//!   partition-aware), so the framework places the gang again instead of
+//!   counting a lost run ([`crate::lifecycle`]);
 //! - once those statuses are settled, the agent withdraws from the offer
 //!   layer (no subscription, so nothing of the node is offered);
 //! - when the node is `ready` again the agent subscribes again and serves it;
@@ -226,6 +231,42 @@ mod tests {
         *f.agent.swarm.engine_gone.lock().unwrap() = None;
         f.agent.check_node().await;
         assert!(f.agent.serving());
+        session.abort();
+    }
+
+    #[tokio::test]
+    async fn a_launch_to_a_lost_node_is_dropped_at_once_and_starts_nothing_until_the_node_is_back() {
+        let (mut f, session) = one_task().await;
+        f.agent.name_node("node2");
+        *f.agent.swarm.engine_gone.lock().unwrap() = Some("its engine refuses connections (refused)".into());
+        f.agent.check_node().await;
+        assert_eq!(f.statuses.try_recv().map(|o| o.status.state).ok(), Some(TaskState::Lost));
+        let services = f.agent.swarm.names().len();
+        // The offer layer still offered the node until the agent withdrew: a
+        // launch to it never starts; a partition-aware framework hears
+        // TASK_DROPPED (it re-places), another TASK_LOST.
+        let (id, info) = fw();
+        let mut aware = info.clone();
+        let kind = Some(mpiswarm_mesos::framework::CapabilityType::PartitionAware);
+        aware.capabilities.push(mpiswarm_mesos::framework::Capability { kind });
+        f.agent.launch(id.clone(), &aware, None, vec![task("t2")]).await;
+        f.agent.launch(id.clone(), &info, None, vec![task("t3")]).await;
+        let ends: Vec<(String, TaskState, Option<Reason>, String)> = std::iter::from_fn(|| f.statuses.try_recv().ok())
+            .map(|o| (o.status.task_id.value, o.status.state, o.status.reason, o.status.message.unwrap_or_default()))
+            .collect();
+        assert_eq!(ends.len(), 2, "{ends:?}");
+        assert_eq!((ends[0].0.as_str(), ends[0].1), ("t2", TaskState::Dropped), "{ends:?}");
+        assert_eq!((ends[1].0.as_str(), ends[1].1), ("t3", TaskState::Lost), "{ends:?}");
+        for (_, _, reason, message) in &ends {
+            assert_eq!(*reason, Some(Reason::ReasonAgentDisconnected));
+            assert!(message.starts_with("not launched, the node is lost: swarm node node2 is gone"), "{message}");
+        }
+        assert_eq!(f.agent.swarm.names().len(), services, "no service created for a lost node");
+        // Back: launches start again.
+        *f.agent.swarm.engine_gone.lock().unwrap() = None;
+        f.agent.check_node().await;
+        f.agent.launch(id, &info, None, vec![task("t4")]).await;
+        assert_eq!(f.statuses.try_recv().map(|o| o.status.state).ok(), Some(TaskState::Starting));
         session.abort();
     }
 

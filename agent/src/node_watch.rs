@@ -81,8 +81,9 @@ struct Seen {
     last_ready: Instant,
     /// When the agent first saw it down, while it is.
     down_since: Option<Instant>,
-    /// Whether this outage is confirmed (its tasks were lost).
-    confirmed: bool,
+    /// Why the node is lost, once this outage is confirmed (its tasks were
+    /// lost): nothing can be launched there until it is ready again.
+    outage: Option<String>,
 }
 
 /// The node as the agent last saw it, and whether the agent serves it.
@@ -99,7 +100,7 @@ impl NodeWatch {
     /// for `confirm`.
     pub(crate) fn new(name: String, confirm: Duration) -> Self {
         Self {
-            seen: Mutex::new(Seen { name, last_ready: Instant::now(), down_since: None, confirmed: false }),
+            seen: Mutex::new(Seen { name, last_ready: Instant::now(), down_since: None, outage: None }),
             confirm,
             serving: watch::channel(true).0,
         }
@@ -129,9 +130,9 @@ impl NodeWatch {
                 seen.last_ready = now;
                 let Some(since) = seen.down_since.take() else { return Verdict::Unchanged };
                 let down_for = now.saturating_duration_since(since);
-                match std::mem::take(&mut seen.confirmed) {
-                    true => Verdict::BackUp { down_for },
-                    false => Verdict::Flapped { down_for },
+                match seen.outage.take() {
+                    Some(_) => Verdict::BackUp { down_for },
+                    None => Verdict::Flapped { down_for },
                 }
             }
             Health::Down { .. } | Health::Gone { .. } => {
@@ -142,11 +143,10 @@ impl NodeWatch {
                     Health::Down { state, message } => (state, message, None),
                     Health::Ready | Health::Unsure => return Verdict::Unchanged,
                 };
-                if !seen.confirmed && engine.is_none() && down_for < self.confirm {
+                if seen.outage.is_none() && engine.is_none() && down_for < self.confirm {
                     return Verdict::Suspect { down_for };
                 }
-                let first = !seen.confirmed;
-                seen.confirmed = true;
+                let first = seen.outage.is_none();
                 let why = format!(
                     "swarm node {} is {state}{}{} (down for {:.1} s, {:.1} s after it was last seen ready)",
                     seen.name,
@@ -155,9 +155,16 @@ impl NodeWatch {
                     down_for.as_secs_f64(),
                     now.saturating_duration_since(seen.last_ready).as_secs_f64()
                 );
+                seen.outage = Some(why.clone());
                 Verdict::Down { first, why }
             }
         }
+    }
+
+    /// Why the node is lost, while its outage is confirmed: from the reading
+    /// that lost its tasks until it is ready again.
+    pub(crate) fn outage(&self) -> Option<String> {
+        lock(&self.seen).outage.clone()
     }
 
     /// Serves the node (true) or withdraws from the offer layer (false).
