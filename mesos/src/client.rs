@@ -123,13 +123,16 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// `base` is the master's address, e.g. `http://127.0.0.1:5050`; `path`
-    /// the API path.
+    /// `base` is the master's address, e.g. `http://127.0.0.1:5050`, or the
+    /// addresses of an offer layer's replicas separated by commas (called in
+    /// that order until one answers, see [`Masters::parse`]); `path` the
+    /// API path.
     pub fn new(base: &str, path: &str, credentials: Option<(String, String)>) -> Self {
+        let (masters, first) = Masters::parse(base);
         Self {
             http: crate::tls::http_client(None),
-            url: Arc::new(Mutex::new(format!("{}{path}", base.trim_end_matches('/')))),
-            masters: Masters::new(base),
+            url: Arc::new(Mutex::new(format!("{}{path}", first.trim_end_matches('/')))),
+            masters,
             credentials,
             call_timeout: CALL_TIMEOUT,
         }
@@ -158,6 +161,15 @@ impl Endpoint {
     /// The URL calls currently go to (after any redirect).
     pub fn url(&self) -> String {
         self.url.lock().map(|u| u.clone()).unwrap_or_default()
+    }
+
+    /// After the current master failed to answer (refused the connection,
+    /// fell silent, or answered 5xx): calls go to the next configured
+    /// replica from now on ([`Masters::next_after`]). Whether there was one.
+    pub fn move_on(&self) -> Option<String> {
+        let next = self.masters.next_after(&self.url())?;
+        self.set_url(next.clone());
+        Some(next)
     }
 
     fn set_url(&self, url: String) {
@@ -312,9 +324,23 @@ where
         Ok::<_, ClientError>((stream_id, events, first))
     };
     let limit = endpoint.call_timeout;
-    let (stream_id, events, mut first) = tokio::time::timeout(limit, opened)
+    let opened = tokio::time::timeout(limit, opened)
         .await
-        .map_err(|_| ClientError::TimedOut { url: endpoint.url(), what: "SUBSCRIBE", seconds: limit.as_secs() })??;
+        .map_err(|_| ClientError::TimedOut { url: endpoint.url(), what: "SUBSCRIBE", seconds: limit.as_secs() })
+        .and_then(|r| r);
+    let (stream_id, events, mut first) = match opened {
+        Ok(opened) => opened,
+        Err(e) => {
+            // A master that does not answer gives way to the next replica:
+            // the caller's next SUBSCRIBE goes there.
+            if e.is_retryable()
+                && let Some(next) = endpoint.move_on()
+            {
+                tracing::warn!(error = %e, next, "the master did not answer the SUBSCRIBE; trying the next replica");
+            }
+            return Err(e);
+        }
+    };
     let subscribed = match first_event(&mut first) {
         FirstEvent::Subscribed(s) => s,
         FirstEvent::Error(message) => {

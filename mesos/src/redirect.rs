@@ -1,4 +1,5 @@
-//! Which redirect a Mesos client follows. A non-leading master answers 307
+//! Which master a Mesos client talks to: which redirect it follows, and
+//! which master it tries when its own does not answer. A non-leading master answers 307
 //! with the leader in `Location` (Mesos writes it protocol-relative,
 //! `//HOST:PORT/PATH`); the client follows it only
 //!
@@ -6,6 +7,10 @@
 //!   protocol-relative `Location` keeps the scheme), and
 //! - to one of [`Masters`]: the master it was configured with and the other
 //!   replicas it was told of (an offer layer with several replicas).
+//!
+//! A master that refuses connections, falls silent, or knows no leader
+//! (503) gives way to the next one of the set ([`Masters::next_after`]), so
+//! a client given every replica finds the leader whichever died.
 //!
 //! Since calls only ever go to a master of that set, the credentials they
 //! carry are only ever sent to one. This module owns the rule and must
@@ -55,6 +60,15 @@ impl Masters {
         Self { origins: vec![], shown: vec![] }.with(configured)
     }
 
+    /// The masters of a `--master` value: one URL, or several separated by
+    /// commas (the replicas of an offer layer, tried in that order), and
+    /// the first of them, where calls go first.
+    pub fn parse(list: &str) -> (Self, String) {
+        let mut bases = list.split(',').map(str::trim).filter(|b| !b.is_empty());
+        let first = bases.next().unwrap_or(list).to_owned();
+        (bases.fold(Self::new(&first), |m, b| m.with(b)), first)
+    }
+
     /// Also the replica at `base`. A base that is not a URL allows nothing.
     pub fn with(mut self, base: &str) -> Self {
         if let Some(origin) = Origin::of(base) {
@@ -62,6 +76,25 @@ impl Masters {
         }
         self.shown.push(base.to_owned());
         self
+    }
+
+    /// The URL to try after `current` failed to answer (it refused the
+    /// connection, fell silent, or knows no leader): the same path on the
+    /// next configured master, in the order they were given, wrapping
+    /// around; `None` when there is no other. Pure.
+    pub fn next_after(&self, current: &str) -> Option<String> {
+        if self.origins.len() < 2 {
+            return None;
+        }
+        let url = reqwest::Url::parse(current).ok()?;
+        let at = Origin::of(current)?;
+        let index = self.origins.iter().position(|o| *o == at);
+        let next = &self.origins[index.map_or(0, |i| (i + 1) % self.origins.len())];
+        let mut moved = url;
+        moved.set_scheme(&next.scheme).ok()?;
+        moved.set_host(Some(&next.host)).ok()?;
+        moved.set_port(Some(next.port)).ok()?;
+        Some(moved.to_string())
     }
 
     /// The URL to call instead of `current` when it answered a redirect to
@@ -101,6 +134,22 @@ mod tests {
         assert_eq!(back.as_deref(), Ok("https://A:5050/api/v1/scheduler"), "host names compare without case");
         let default_port = Masters::new("http://a").follow("http://a/x", "//a:80/x");
         assert_eq!(default_port.as_deref(), Ok("http://a:80/x"));
+    }
+
+    #[test]
+    fn a_master_that_does_not_answer_gives_way_to_the_next_configured_one_in_turn() {
+        let masters = Masters::new("http://a:5050").with("http://b:5051").with("http://c:5052");
+        let next = |url: &str| masters.next_after(url);
+        assert_eq!(next("http://a:5050/api/v1/agent").as_deref(), Some("http://b:5051/api/v1/agent"));
+        assert_eq!(next("http://b:5051/api/v1/agent").as_deref(), Some("http://c:5052/api/v1/agent"));
+        assert_eq!(next("http://c:5052/api/v1/agent").as_deref(), Some("http://a:5050/api/v1/agent"), "wraps");
+        assert_eq!(next("http://x:1/p").as_deref(), Some("http://a:5050/p"), "from elsewhere: the first");
+        assert_eq!(Masters::new("http://a:5050").next_after("http://a:5050/p"), None, "no other master");
+        let (parsed, first) = Masters::parse(" http://a:5050, http://b:5051,,http://c:5052 ");
+        assert_eq!(first, "http://a:5050");
+        assert_eq!(parsed.shown, ["http://a:5050", "http://b:5051", "http://c:5052"]);
+        let (one, first) = Masters::parse("https://offers:5050");
+        assert_eq!((one.shown, first.as_str()), (vec!["https://offers:5050".to_owned()], "https://offers:5050"));
     }
 
     #[test]

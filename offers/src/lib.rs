@@ -9,6 +9,7 @@
 //! - [`registrar`]: the thread that writes the registry, in order, off the
 //!   async workers and the master's lock;
 //! - [`http`]: the HTTP surface (scheduler API, agent API, state, metrics);
+//! - [`leadership`]: which replica leads, and what a standby answers;
 //! - [`server`]: arguments and the running server;
 //! - [`fatal`]: where a panicked server task is reported, so the server stops;
 //! - [`validation`]: stateless checks of scheduler calls, as Mesos words them.
@@ -20,6 +21,7 @@ pub mod allocator;
 pub mod drf;
 pub mod fatal;
 pub mod http;
+pub mod leadership;
 pub mod master;
 pub mod registrar;
 pub mod registry;

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Cluster, DEADLINE, SUBSCRIBE, json_post, next_event, post, status_of};
+use common::{Cluster, DEADLINE, SUBSCRIBE, json_post, next_event, post, status_of, within};
 use futures::StreamExt;
 use mpiswarm_mesos::FrameworkInfo;
 use mpiswarm_mesos::client::{ClientError, SchedulerClient, decode_events};
@@ -215,6 +215,83 @@ async fn the_scheduler_client_follows_a_redirect_to_the_leader() {
     let f = common::Framework::subscribe_with(client, FrameworkInfo::new("root", "r", &["mpi"])).await;
     assert_eq!(f.client.endpoint().url(), format!("{}/api/v1/scheduler", leader.url()));
     f.client.call(&Call::suppress(f.id(), vec![])).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_standby_sends_agents_on_too_and_every_replica_names_the_leader() {
+    let leader = Cluster::start().await;
+    let standby = Cluster::start_with(|a| a.redirect_to = Some(leader.server.addr.to_string())).await;
+    let no_redirects = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let agent_call = no_redirects
+        .post(format!("{}{}", standby.url(), mpiswarm_mesos::agent_api::PATH))
+        .header("Content-Type", "application/json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(agent_call.status().as_u16(), 307, "the agent API redirects before it reads the body");
+    let to_leader = format!("//{}", leader.server.addr);
+    assert_eq!(agent_call.headers()["location"], format!("{to_leader}{}", mpiswarm_mesos::agent_api::PATH));
+    for (replica, name) in [(&standby, "standby"), (&leader, "leader")] {
+        for path in ["/master/redirect", "/redirect"] {
+            let resp = no_redirects.get(format!("{}{path}", replica.url())).send().await.unwrap();
+            assert_eq!(resp.status().as_u16(), 307, "{name} {path}");
+            assert_eq!(resp.headers()["location"], to_leader.as_str(), "{name} {path}");
+        }
+        assert_eq!(replica.state().await["leader"], format!("master@{}", leader.server.addr), "{name}");
+    }
+    // An agent given both replicas reaches the leader through the standby.
+    let client = mpiswarm_mesos::client::AgentClient::new(&standby.url(), None).with_replicas(&[&leader.url()]);
+    let info = mpiswarm_mesos::agent_api::AgentInfo {
+        hostname: "node1".into(),
+        id: None,
+        resources: vec![mpiswarm_mesos::Resource::scalar("cpus", 1.0)],
+        attributes: Vec::new(),
+        port: None,
+    };
+    let mut agent = mpiswarm_testkit::TestAgent::start_with_client(client, info);
+    within("the agent's SUBSCRIBED from the leader", agent.subscribed(1)).await;
+    assert_eq!(leader.state().await["slaves"].as_array().map(Vec::len), Some(1), "registered with the leader");
+    assert_eq!(standby.state().await["slaves"], json!([]), "nothing registered with the standby");
+}
+
+#[tokio::test]
+async fn a_client_given_every_replica_moves_on_from_one_that_refuses_connections_to_the_leader() {
+    let leader = Cluster::start().await;
+    let standby = Cluster::start_with(|a| a.redirect_to = Some(leader.server.addr.to_string())).await;
+    // A replica that is gone: its port refuses connections.
+    let gone = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", listener.local_addr().unwrap())
+    };
+    let client = SchedulerClient::new(&gone, None).with_replicas(&[&standby.url(), &leader.url()]);
+    let backoff = mpiswarm_mesos::client::Backoff {
+        initial: std::time::Duration::from_millis(10),
+        max: std::time::Duration::from_millis(100),
+    };
+    let subscribed = within(
+        "a SUBSCRIBE through the replicas",
+        client.subscribe_with_backoff(FrameworkInfo::new("root", "r", &["mpi"]), backoff, 3),
+    )
+    .await
+    .expect("subscribed on the second attempt, through the standby");
+    assert_eq!(client.endpoint().url(), format!("{}/api/v1/scheduler", leader.url()));
+    client.call(&Call::suppress(&subscribed.subscribed.framework_id, vec![])).await.unwrap();
+    assert_eq!(leader.state().await["frameworks"].as_array().map(Vec::len), Some(1));
+    // A standby that knows no leader answers 503, and the client moves on.
+    let lost = Cluster::start_with(|a| a.redirect_to = Some(gone.trim_start_matches("http://").to_owned())).await;
+    lost.server.shared.leadership.set(mpiswarm_offers::leadership::Leadership::Following { leader: None });
+    let resp = json_post(&lost.url(), SUBSCRIBE).send().await.unwrap();
+    assert_eq!(resp.status().as_u16(), 503);
+    assert!(resp.text().await.unwrap().contains("no leader is known"));
+    let client = SchedulerClient::new(&lost.url(), None).with_replicas(&[&leader.url()]);
+    within(
+        "a SUBSCRIBE past the standby",
+        client.subscribe_with_backoff(FrameworkInfo::new("root", "s", &["mpi"]), backoff, 2),
+    )
+    .await
+    .expect("the next replica is the leader");
+    assert_eq!(client.endpoint().url(), format!("{}/api/v1/scheduler", leader.url()));
 }
 
 #[tokio::test]

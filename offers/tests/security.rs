@@ -47,6 +47,15 @@ async fn an_agent_without_credentials_gets_401_and_with_them_it_registers_and_ru
     // The metrics need the credentials too; the probes are open to any supervisor.
     let http = reqwest::Client::new();
     assert_eq!(http.get(format!("{}/metrics", c.url())).send().await.unwrap().status(), 401);
+    let no_redirects = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let leader = format!("{}/master/redirect", c.url());
+    assert_eq!(
+        no_redirects.get(&leader).send().await.unwrap().status(),
+        401,
+        "who leads: told to callers with credentials"
+    );
+    let told = no_redirects.get(&leader).basic_auth("agent", Some("s3cret")).send().await.unwrap();
+    assert_eq!(told.status(), 307);
     let metrics = http.get(format!("{}/metrics", c.url())).basic_auth("agent", Some("s3cret")).send().await.unwrap();
     assert_eq!(metrics.status(), 200);
     assert_eq!(metrics.headers()["content-type"], mpiswarm_health::CONTENT_TYPE);

@@ -24,7 +24,7 @@ pub const DEFAULT_MASTER: &str = "http://127.0.0.1:5050";
 /// `--master` and `--ca-file`, as `mpiswarm controller` takes them.
 #[derive(Args, Debug, Clone, PartialEq)]
 pub struct MasterArgs {
-    /// The Mesos master (our offer layer, or a real Mesos master).
+    /// The Mesos master (our offer layer, or a real Mesos master); an offer layer's replicas separated by commas, tried in turn.
     #[arg(long = "master", id = "master", value_name = "MASTER", env = "MPISWARM_MASTER", default_value = DEFAULT_MASTER)]
     pub url: String,
     /// PEM CA certificate(s) to trust for an https --master (instead of the public roots).
@@ -121,7 +121,7 @@ impl Wording for AgentMaster {
 
     fn reword(command: Command) -> Command {
         command
-            .mut_arg("master", |a| a.help("The offer layer (or Mesos-compatible master) to register with"))
+            .mut_arg("master", |a| a.help("The offer layer (or Mesos-compatible master) to register with; its replicas separated by commas, tried in turn"))
             .mut_arg("ca_file", |a| a.env("MPISWARM_AGENT_CA_FILE"))
     }
 }
@@ -223,13 +223,13 @@ mod tests {
 
         assert_eq!(
             declared::<Controller>("master"),
-            (Some("MPISWARM_MASTER".into()), Some("The Mesos master (our offer layer, or a real Mesos master)".into()))
+            (Some("MPISWARM_MASTER".into()), Some("The Mesos master (our offer layer, or a real Mesos master); an offer layer's replicas separated by commas, tried in turn".into()))
         );
         assert_eq!(
             declared::<Agent>("master"),
             (
                 Some("MPISWARM_MASTER".into()),
-                Some("The offer layer (or Mesos-compatible master) to register with".into())
+                Some("The offer layer (or Mesos-compatible master) to register with; its replicas separated by commas, tried in turn".into())
             )
         );
         let ca_help = Some("PEM CA certificate(s) to trust for an https --master (instead of the public roots)".into());

@@ -34,6 +34,9 @@ async fn handle_call(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Response, CallError> {
+    if let Some(resp) = shared.not_leading(mpiswarm_mesos::agent_api::PATH) {
+        return Ok(resp);
+    }
     check_content_type(headers)?;
     let call: Call = serde_json::from_slice(body)
         .map_err(|e| CallError::bad_request(format!("Failed to parse body into agent Call: {e}")))?;

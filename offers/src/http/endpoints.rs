@@ -1,7 +1,9 @@
 //! Operator endpoints: `/version`, `/health` (`/healthz`, `/readyz`),
 //! `/master/state`, `/metrics/snapshot` and Prometheus `/metrics` (the
 //! probes and `/metrics` served by [`mpiswarm_health`]), which only read the
-//! master, and `POST /master/teardown`, Mesos' operator teardown.
+//! master, `GET /master/redirect` (which replica leads, for any
+//! authenticated caller), and `POST /master/teardown`, Mesos' operator
+//! teardown.
 
 use super::{Caller, Shared, durable};
 use axum::extract::State;
@@ -82,7 +84,24 @@ pub async fn mesos_health(State(shared): State<Arc<Shared>>) -> Probe {
 
 pub async fn state(State(shared): State<Arc<Shared>>) -> Json<serde_json::Value> {
     let uptime = shared.now().as_secs_f64();
-    Json(shared.master().state_json(uptime))
+    let own = shared.own_address();
+    let mut state = shared.master().state_json(uptime);
+    // As Mesos: the leading master's pid (absent while none is known).
+    if let Some(leader) = shared.leadership.get().leader(&own) {
+        state["leader"] = serde_json::Value::String(format!("master@{leader}"));
+    }
+    Json(state)
+}
+
+/// `GET /master/redirect` (and `/redirect`), as Mesos answers it: 307 to the
+/// leading replica (`//HOST:PORT`), from the leader to itself; 503 while
+/// no leader is known.
+pub async fn redirect(State(shared): State<Arc<Shared>>) -> Response {
+    let own = shared.own_address();
+    match shared.leadership.get().leader(&own) {
+        Some(leader) => super::redirect(&format!("//{leader}"), format!("the leading offer layer is {leader}")),
+        None => super::text(StatusCode::SERVICE_UNAVAILABLE, "no leading offer layer is known yet"),
+    }
 }
 
 /// The form Mesos' `/master/teardown` takes: `frameworkId=ID`.

@@ -13,6 +13,7 @@ mod scheduler;
 mod stream;
 
 use crate::fatal::Fatal;
+use crate::leadership::{Leadership, LeadershipCell, NotLeading};
 use crate::master::{CallError, Master};
 use crate::registrar::Ticket;
 use axum::Router;
@@ -27,7 +28,8 @@ use std::time::{Duration, Instant};
 pub struct HttpConfig {
     /// When set, API calls and operator reads need HTTP basic auth.
     pub credentials: Option<mpiswarm_mesos::basic_auth::Principals>,
-    /// When set, this offer layer is not the leader: calls answer 307 to it.
+    /// When set, this offer layer is not the leader: calls answer 307 to it
+    /// (the initial [`Leadership`]).
     pub redirect_to: Option<String>,
     pub max_body_bytes: usize,
 }
@@ -38,6 +40,8 @@ pub struct Shared {
     master: Mutex<Master>,
     started: Instant,
     config: HttpConfig,
+    /// Which replica leads; API calls are answered only while this one does.
+    pub leadership: LeadershipCell,
     /// Where a panic in any server task is reported; the server then stops.
     pub fatal: Fatal,
 }
@@ -45,7 +49,8 @@ pub struct Shared {
 impl Shared {
     /// `started` is the moment the master's `now` counts from.
     pub fn new(master: Master, config: HttpConfig, started: Instant) -> Arc<Self> {
-        Arc::new(Self { master: Mutex::new(master), started, config, fatal: Fatal::default() })
+        let leadership = LeadershipCell::new(Leadership::from_flag(config.redirect_to.as_deref()));
+        Arc::new(Self { master: Mutex::new(master), started, config, leadership, fatal: Fatal::default() })
     }
 
     /// The master. A poisoned lock is taken as it is (the panic policy in
@@ -66,6 +71,21 @@ impl Shared {
         let result = call(&mut master, now);
         let ticket = master.registry_ticket_since(before);
         (result, ticket)
+    }
+
+    /// This replica's `HOST:PORT`, as its MasterInfo advertises it.
+    pub fn own_address(&self) -> String {
+        let master = self.master();
+        format!("{}:{}", master.config.hostname, master.config.port)
+    }
+
+    /// What a standby answers to a call for `path` instead of handling it
+    /// ([`Leadership::refuse`]); `None` while this replica leads.
+    fn not_leading(&self, path: &str) -> Option<Response> {
+        Some(match self.leadership.get().refuse(path)? {
+            NotLeading::Redirect { location, message } => redirect(&location, message),
+            NotLeading::NoLeader { message } => text(StatusCode::SERVICE_UNAVAILABLE, message),
+        })
     }
 
     /// Time since start: the master's clock.
@@ -101,6 +121,8 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/api/v1/scheduler", post(scheduler::handle))
         .route(mpiswarm_mesos::agent_api::PATH, post(agent::handle))
         .route("/master/teardown", post(endpoints::teardown))
+        .route("/master/redirect", get(endpoints::redirect))
+        .route("/redirect", get(endpoints::redirect))
         .merge(operator_reads)
         .layer(axum::middleware::from_fn_with_state(shared.clone(), auth::basic_auth));
     Router::new()
@@ -111,6 +133,15 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(shared.config.max_body_bytes.max(1024)))
         .layer(shared.fatal.catch_panic_layer())
         .with_state(shared)
+}
+
+/// A 307 to `location`, `message` as its text.
+fn redirect(location: &str, message: String) -> Response {
+    let mut resp = text(StatusCode::TEMPORARY_REDIRECT, message);
+    if let Ok(v) = HeaderValue::from_str(location) {
+        resp.headers_mut().insert(header::LOCATION, v);
+    }
+    resp
 }
 
 /// A plain-text error, as Mesos answers.

@@ -2,16 +2,18 @@
 //! status codes in Mesos' order of checks. A call that changed the registry
 //! is answered only once the change is on disk (503 if the write failed).
 
-use super::{Caller, Shared, accepted, accepts_json, check_content_type, durable, stream, stream_id, text};
+use super::{Caller, Shared, accepted, accepts_json, check_content_type, durable, stream, stream_id};
 use crate::master::CallError;
 use crate::validation::{CheckedCall, validate_call};
 use axum::Extension;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use mpiswarm_mesos::scheduler::{Call, Subscribe};
 use std::sync::Arc;
+
+const PATH: &str = "/api/v1/scheduler";
 
 pub async fn handle(
     State(shared): State<Arc<Shared>>,
@@ -37,12 +39,7 @@ async fn handle_call(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Response, CallError> {
-    if let Some(leader) = &shared.config.redirect_to {
-        let mut resp =
-            text(StatusCode::TEMPORARY_REDIRECT, format!("This offer layer is not the leader; the leader is {leader}"));
-        if let Ok(v) = HeaderValue::from_str(&format!("//{leader}/api/v1/scheduler")) {
-            resp.headers_mut().insert(header::LOCATION, v);
-        }
+    if let Some(resp) = shared.not_leading(PATH) {
         return Ok(resp);
     }
     check_content_type(headers)?;
