@@ -265,6 +265,12 @@ impl Running {
     pub async fn wait(self) -> Result<(), Error> {
         self.task.await?
     }
+
+    /// Waits until the controller ends, keeping the handle (a supervisor's
+    /// `select!`); the controller is of no further use after it returns.
+    pub async fn ended(&mut self) -> Result<(), Error> {
+        (&mut self.task).await?
+    }
 }
 
 /// `mpiswarm controller`: runs until SIGTERM or Ctrl-C.

@@ -29,6 +29,7 @@ pub mod down;
 pub mod error;
 pub mod images;
 pub mod nodes;
+mod restarts;
 pub mod split;
 pub mod stack_file;
 pub mod tenant;

@@ -21,13 +21,9 @@ use tokio::time::Instant;
 
 use crate::components::{self as up, UpArgs, say};
 use crate::error::text;
+use crate::restarts::Restarts;
 use crate::stack_file::{self as stack, Component, StackFile};
 
-/// A component exiting within this long of its start is crash-looping:
-/// the wait before its next start doubles, up to [`MAX_BACKOFF`].
-const STEADY: Duration = Duration::from_secs(10);
-const FIRST_BACKOFF: Duration = Duration::from_secs(1);
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// How long a component has to serve after it starts.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a component has to stop after SIGTERM before it gets SIGKILL.
@@ -39,15 +35,14 @@ const CONTROLLER_IDENTITY: &str = "mpiswarm-up";
 struct Proc {
     component: Component,
     child: Child,
-    started: Instant,
-    backoff: Duration,
+    restarts: Restarts,
 }
 
 impl Proc {
     fn spawn(name: &str, args: Vec<String>, logs: &Path) -> Result<Self> {
         let component =
             Component { name: name.to_owned(), pid: 0, args, log: logs.join(format!("{name}.log")), restarts: 0 };
-        let mut proc = Proc { child: start(&component)?, component, started: Instant::now(), backoff: FIRST_BACKOFF };
+        let mut proc = Proc { child: start(&component)?, component, restarts: Restarts::new() };
         proc.component.pid = proc.child.id().ok_or_else(|| proc.no_pid())?;
         Ok(proc)
     }
@@ -56,7 +51,7 @@ impl Proc {
         self.child = start(&self.component)?;
         self.component.pid = self.child.id().ok_or_else(|| self.no_pid())?;
         self.component.restarts += 1;
-        self.started = Instant::now();
+        self.restarts.started();
         Ok(())
     }
 
@@ -269,9 +264,7 @@ async fn supervise(dir: &Path, mut file: StackFile, procs: &mut [Proc]) -> Resul
             ended = any_exit(procs) => ended,
         };
         let p = &mut procs[i];
-        let ran = p.started.elapsed();
-        p.backoff = if ran < STEADY { (p.backoff * 2).min(MAX_BACKOFF) } else { FIRST_BACKOFF };
-        let wait = p.backoff;
+        let (ran, wait) = p.restarts.stopped();
         say(&format!(
             "{} (process {}) exited ({}) after {:.1} s; starting it again in {} s",
             p.component.name,

@@ -4,7 +4,9 @@
 //! (which makes it a single-node swarm if it is none), and the controller.
 //! It builds the rank image first if it is missing, prints where the
 //! kubeconfig is and what to run next, and stops everything on Ctrl-C or
-//! SIGTERM. Running tasks survive a restart: the agent adopts its services,
+//! SIGTERM. A controller that stops itself (its Lease lost, its framework
+//! driver ended) is started again after a pause ([`crate::restarts`], the
+//! rule `--split` restarts processes by). Running tasks survive a restart: the agent adopts its services,
 //! the offer layer and the controller recover their ids from the data dir.
 //! With `--split` the same components run as child processes instead
 //! (`split.rs`); the command lines of [`crate::components`] serve both ways.
@@ -22,6 +24,7 @@ use crate::credentials;
 use crate::error::{FileAction, Part, Result, StackError, file};
 use crate::images::{self, NODE_IMAGE, RANK_IMAGE};
 use crate::nodes;
+use crate::restarts::Restarts;
 use crate::stack_file::{self, StackFile};
 
 #[derive(Parser)]
@@ -105,8 +108,15 @@ pub async fn run(args: UpArgs) -> Result<()> {
         logs: Some(mpiswarm_controller::logs::LogsOptions { listen: logs_listen, url: None, tls: None }),
         settings: mpiswarm_controller::Settings::default(),
     };
-    let controller = mpiswarm_controller::start(client, options).await.map_err(|e| started(Part::Controller, e))?;
+    let mut options = options;
+    let controller =
+        mpiswarm_controller::start(client.clone(), options.clone()).await.map_err(|e| started(Part::Controller, e))?;
     say(&format!("controller on {}", controller.addr));
+    // A restarted controller serves where the stack file says it does.
+    options.listen = controller.addr;
+    if let (Some(logs), Some((addr, _))) = (options.logs.as_mut(), controller.logs.as_ref()) {
+        logs.listen = *addr;
+    }
 
     let file = StackFile {
         pid: std::process::id(),
@@ -122,20 +132,54 @@ pub async fn run(args: UpArgs) -> Result<()> {
     stack_file::write(&dir, &file)?;
     say_ready(&file, &dir);
 
-    let outcome = tokio::select! {
-        _ = shutdown_signal() => Ok(()),
-        (a, i, _) = futures::future::select_all(running.iter_mut()) => {
-            Err(StackError::AgentStopped { agent: i + 1, why: match a {
-                Ok(Ok(())) => "without an error".to_owned(),
-                Ok(Err(e)) => e.to_string(),
-                Err(e) => e.to_string(),
-            }})
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    let mut controller = Some(controller);
+    let mut restarts = Restarts::new();
+    let outcome = loop {
+        let Some(current) = controller.as_mut() else {
+            controller = match mpiswarm_controller::start(client.clone(), options.clone()).await {
+                Ok(c) => Some(c),
+                Err(e) => break Err(started(Part::Controller, e)),
+            };
+            restarts.started();
+            say("controller started again");
+            continue;
+        };
+        tokio::select! {
+            _ = &mut shutdown => break Ok(()),
+            (a, i, _) = futures::future::select_all(running.iter_mut()) => {
+                break Err(StackError::AgentStopped { agent: i + 1, why: match a {
+                    Ok(Ok(())) => "without an error".to_owned(),
+                    Ok(Err(e)) => e.to_string(),
+                    Err(e) => e.to_string(),
+                }});
+            }
+            // The controller stops itself when it cannot go on (its Lease
+            // lost, its framework driver ended): started again, as --split
+            // starts an exited process again (crate::restarts).
+            ended = current.ended() => {
+                controller = None;
+                let (ran, pause) = restarts.stopped();
+                let why = ended.map_or_else(|e| e.to_string(), |()| "without an error".to_owned());
+                say(&format!(
+                    "controller stopped ({why}) after {:.1} s; starting it again in {} s",
+                    ran.as_secs_f64(),
+                    pause.as_secs()
+                ));
+                tokio::select! {
+                    _ = &mut shutdown => break Ok(()),
+                    _ = tokio::time::sleep(pause) => {}
+                }
+            }
         }
     };
     say("stopping (running tasks keep running; `mpiswarm up` again picks them up)");
     stack_file::remove(&dir);
-    controller.stop();
-    let _stopped = tokio::time::timeout(Duration::from_secs(10), controller.wait()).await;
+    if let Some(controller) = controller {
+        controller.stop();
+        let _stopped = tokio::time::timeout(Duration::from_secs(10), controller.wait()).await;
+    }
     for agent in &running {
         agent.abort();
     }

@@ -10,6 +10,7 @@
 
 mod bad_input;
 mod burst;
+mod controller_restart;
 mod examples;
 mod load;
 mod placement;
@@ -38,6 +39,10 @@ fn main() {
             ),
             ("examples::network_yaml_runs_hpcc_across_the_nodes", examples::network_yaml_runs_hpcc_across_the_nodes),
             ("examples::mpich_yaml_runs_pi_on_2_nodes", examples::mpich_yaml_runs_pi_on_2_nodes),
+            (
+                "controller_restart::a_controller_that_loses_its_lease_is_started_again_and_takes_it_back",
+                controller_restart::a_controller_that_loses_its_lease_is_started_again_and_takes_it_back,
+            ),
             ("load::hundred_jobs_under_weights_2_to_1", load::hundred_jobs_under_weights_2_to_1),
             ("burst::hundred_twenty_jobs_in_one_apply", burst::hundred_twenty_jobs_in_one_apply),
         ],
