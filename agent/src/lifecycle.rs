@@ -37,8 +37,9 @@ impl<S: Swarm + 'static> Agent<S> {
         let executor_id = executor.as_ref().map(|e| e.executor_id.clone());
         // A node whose loss is confirmed starts nothing until it is ready
         // again. Its resources are offered until the agent has withdrawn, so
-        // a launch can still come: it is dropped at once, a launch that never
-        // started (a framework re-places it), not a task that ran and was lost.
+        // a launch can still come: it is dropped at once, as a draining Mesos
+        // agent drops it (REASON_AGENT_DRAINING: nothing started, a framework
+        // places it again), not reported as a task that ran and was lost.
         if let Some(why) = self.node.outage() {
             let state = if framework_info.has_capability(CapabilityType::PartitionAware) {
                 TaskState::Dropped
@@ -49,7 +50,7 @@ impl<S: Swarm + 'static> Agent<S> {
             self.counters.refused.inc();
             for task in &tasks {
                 let message = format!("not launched, the node is lost: {why}");
-                let reason = Reason::ReasonAgentDisconnected;
+                let reason = Reason::ReasonAgentDraining;
                 self.tasks.send_untracked(&framework_id, &task.task_id, executor_id.as_ref(), state, reason, message);
             }
             return;

@@ -17,8 +17,9 @@
 //! - a LAUNCH that comes from then on (the node's freed resources are still
 //!   offered until the agent has withdrawn) starts nothing and is answered
 //!   at once with `TASK_DROPPED` (`TASK_LOST` to a framework that is not
-//!   partition-aware), so the framework places the gang again instead of
-//!   counting a lost run ([`crate::lifecycle`]);
+//!   partition-aware), reason `REASON_AGENT_DRAINING`, so the framework
+//!   places the gang again instead of counting a lost run
+//!   ([`crate::lifecycle`]);
 //! - once those statuses are settled, the agent withdraws from the offer
 //!   layer (no subscription, so nothing of the node is offered);
 //! - when the node is `ready` again the agent subscribes again and serves it;
@@ -258,7 +259,7 @@ mod tests {
         assert_eq!((ends[0].0.as_str(), ends[0].1), ("t2", TaskState::Dropped), "{ends:?}");
         assert_eq!((ends[1].0.as_str(), ends[1].1), ("t3", TaskState::Lost), "{ends:?}");
         for (_, _, reason, message) in &ends {
-            assert_eq!(*reason, Some(Reason::ReasonAgentDisconnected));
+            assert_eq!(*reason, Some(Reason::ReasonAgentDraining));
             assert!(message.starts_with("not launched, the node is lost: swarm node node2 is gone"), "{message}");
         }
         assert_eq!(f.agent.swarm.names().len(), services, "no service created for a lost node");

@@ -253,7 +253,9 @@ fn failure_of(t: &TaskBook, state: TaskState, launcher: bool, maybe_never_launch
         (_, Some(Reason::ReasonInvalidOffers)) => {
             (ConditionReason::OfferRescinded, false, format!("{who} was not launched: {detail}"))
         }
-        (TaskState::Dropped, _) => {
+        // Dropped, or refused by an agent that is going away (its node is
+        // lost): nothing started, place it again.
+        (TaskState::Dropped, _) | (_, Some(Reason::ReasonAgentDraining)) => {
             (ConditionReason::LaunchDropped, false, format!("{who} was dropped before it started: {detail}"))
         }
         // Unknown to the master after a controller restart.
@@ -394,12 +396,26 @@ mod tests {
 
     #[test]
     fn a_rescinded_offer_does_not_count_against_the_backoff_limit() {
+        let f = worker_lost_with(Reason::ReasonInvalidOffers);
+        assert_eq!((f.reason, f.counts), (ConditionReason::OfferRescinded, false));
+    }
+
+    /// How a gang fails whose worker 0 went LOST with `reason`.
+    fn worker_lost_with(reason: Reason) -> Failure {
         let mut g = gang();
         let mut s = status(&g, TaskRole::Worker(0), TaskState::Lost);
-        s.reason = Some(Reason::ReasonInvalidOffers);
+        s.reason = Some(reason);
         g.record(&s, 100);
-        let Health::Failed(f) = g.health(101, 60) else { panic!() };
-        assert_eq!((f.reason, f.counts), (ConditionReason::OfferRescinded, false));
+        let Health::Failed(f) = g.health(101, 60) else { panic!("LOST with {reason:?} fails the gang") };
+        f
+    }
+
+    #[test]
+    fn a_launch_refused_by_a_draining_agent_does_not_count_and_a_lost_node_does() {
+        let f = worker_lost_with(Reason::ReasonAgentDraining);
+        assert_eq!((f.reason, f.counts), (ConditionReason::LaunchDropped, false), "{}", f.message);
+        let f = worker_lost_with(Reason::ReasonAgentDisconnected);
+        assert_eq!((f.reason, f.counts), (ConditionReason::NodeLost, true), "{}", f.message);
     }
 
     #[test]

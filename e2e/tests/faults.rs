@@ -398,11 +398,14 @@ fn kill_a_node_of<'a>(cluster: &'a Cluster, job: &Started, case: &str) -> Revive
     revive
 }
 
-/// The ids of the tasks on agent `agent_id` that the offer layer has LOST.
+/// The ids of the tasks on agent `agent_id` that the offer layer has LOST
+/// (not those its agent refused to launch, REASON_AGENT_DRAINING).
 fn lost_tasks(state: &serde_json::Value, agent_id: &str) -> BTreeSet<String> {
     let tasks = state["completed_tasks"].as_array().into_iter().flatten();
     tasks
         .filter(|t| t["state"] == "TASK_LOST" && (t["agent_id"]["value"] == agent_id || t["agent_id"] == agent_id))
+        // A launch the lost node's agent refused started nothing: not a loss.
+        .filter(|t| t["reason"] != "REASON_AGENT_DRAINING")
         .map(|t| t["task_id"].to_string())
         .collect()
 }
