@@ -200,6 +200,11 @@ impl Books {
         self.lock().jobs.iter().filter_map(|(uid, j)| j.queue.clone().map(|q| (uid.clone(), q))).collect()
     }
 
+    /// Whether a job waits that is not in `uids` (one queued since they were read).
+    pub fn waits_outside(&self, uids: &std::collections::HashSet<&str>) -> bool {
+        self.lock().jobs.iter().any(|(uid, j)| j.queue.is_some() && !uids.contains(uid.as_str()))
+    }
+
     pub fn is_waiting(&self) -> bool {
         self.lock().jobs.values().any(|j| j.queue.is_some())
     }
@@ -498,6 +503,17 @@ mod tests {
             books.answer(UID, generation, stage, recorded);
             assert_eq!(heard(&mut answer), want, "{name}");
         }
+    }
+
+    #[test]
+    fn a_job_queued_after_a_round_read_the_queue_is_one_it_did_not_try() {
+        let (books, _) = waiting();
+        let read: Vec<(String, _)> = books.waiting();
+        let tried: std::collections::HashSet<&str> = read.iter().map(|(uid, _)| uid.as_str()).collect();
+        assert!(!books.waits_outside(&tried), "the round read every waiting job");
+        assert!(books.waits_outside(&std::collections::HashSet::new()), "a round that read none tried none");
+        books.dequeue(UID);
+        assert!(!books.waits_outside(&std::collections::HashSet::new()), "nothing waits");
     }
 
     #[test]

@@ -26,6 +26,12 @@ use crate::retries::Retries;
 /// The field manager of every status write.
 pub const FIELD_MANAGER: &str = "mpiswarm-controller";
 
+/// The default of [`Settings::queue_depth`]: a round of that many gangs
+/// writes its statuses in about a second on two cores and holds a few MiB
+/// of launch messages; a burst of thousands of jobs goes through in rounds
+/// of this size, each offer coming back at the next allocation.
+pub const DEFAULT_QUEUE_DEPTH: u32 = 500;
+
 /// Tunables, with the defaults `mpiswarm controller` uses.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -43,6 +49,9 @@ pub struct Settings {
     pub round_log: Option<std::path::PathBuf>,
     /// MpiJobs reconciled at the same time.
     pub concurrency: u16,
+    /// Waiting jobs of a role one offer round tries at most, oldest first
+    /// (as Slurm's `default_queue_depth`); the rest are tried in the next.
+    pub queue_depth: usize,
     /// The CA an https master's certificate must chain to (`--ca-file`).
     pub master_ca: Option<mpiswarm_mesos::tls::CaFile>,
     /// How long a deletion waits in one pass for the gang's tasks to end
@@ -66,6 +75,7 @@ impl Default for Settings {
             failover_timeout: 7.0 * 24.0 * 3600.0,
             round_log: None,
             concurrency: 16,
+            queue_depth: DEFAULT_QUEUE_DEPTH as usize,
             master_ca: None,
             teardown_wait: std::time::Duration::from_secs(20),
             status_write_wait: std::time::Duration::from_secs(30),

@@ -415,7 +415,7 @@ impl Session<'_> {
             &waiting,
             (&known, epoch),
             &ctx.books.quota_limits(),
-            RoundOptions { now, backfill: ctx.settings.backfill },
+            RoundOptions { now, backfill: ctx.settings.backfill, depth: Some(ctx.settings.queue_depth) },
             &ctx.settings.shared_volumes,
         );
         self.log_round(&outcome.log);
@@ -428,13 +428,19 @@ impl Session<'_> {
         // Status first ("Scheduling", with the placement), then the ACCEPTs: a
         // controller that dies in between finds the gang in the status and asks
         // the master about it, so a gang is never launched twice.
+        let started_any = !outcome.started.is_empty();
         let written: Vec<StartedGang> = futures::future::join_all(outcome.started.into_iter().map(|s| book(&ctx, s)))
             .await
             .into_iter()
             .flatten()
             .collect();
         let answers = round::answers(&outcome.offers, &written);
-        let refuse = round::refuse_seconds(ctx.books.is_waiting(), &ctx.settings);
+        let tried: std::collections::HashSet<&str> = waiting.iter().map(|(uid, _)| uid.as_str()).collect();
+        // Jobs past the depth are worth new offers only if the round could
+        // start some (a round that started none found the cluster full or
+        // its head blocked, which the jobs behind it do not change).
+        let untried = (outcome.untried > 0 && started_any) || ctx.books.waits_outside(&tried);
+        let refuse = round::refuse_seconds(ctx.books.is_waiting(), untried, &ctx.settings);
         let mut sent = Vec::with_capacity(answers.accepts.len());
         for a in &answers.accepts {
             let call = Call::accept(

@@ -115,6 +115,11 @@ pub struct ControllerArgs {
     /// MpiJobs reconciled at the same time.
     #[arg(long, env = "MPISWARM_CONCURRENCY", default_value_t = 16)]
     pub concurrency: u16,
+    /// Waiting jobs of a role one offer round tries at most, oldest first
+    /// (Slurm's default_queue_depth); the rest are tried in the next round.
+    #[arg(long, env = "MPISWARM_QUEUE_DEPTH", default_value_t = context::DEFAULT_QUEUE_DEPTH,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub queue_depth: u32,
     /// Serve the tenants' log endpoint (`GET /logs/NAMESPACE/JOB`, bearer
     /// token checked by the API server) on this address; off loopback only
     /// with --logs-tls-cert and --logs-tls-key. Without it there is none.
@@ -177,6 +182,7 @@ impl ControllerArgs {
                 backfill,
                 round_log: self.round_log.clone(),
                 concurrency: self.concurrency.max(1),
+                queue_depth: self.queue_depth as usize,
                 master_ca,
                 shared_volumes: volumes::SharedVolumes::new(self.shared_volumes.iter().cloned()),
                 ..Settings::default()

@@ -63,6 +63,8 @@ pub struct Outcome {
     /// Offer ids per (agent, role).
     pub offers: BTreeMap<(String, String), Vec<OfferId>>,
     pub log: Vec<RoleRound>,
+    /// Waiting jobs past the round's depth, not tried against these offers.
+    pub untried: usize,
 }
 
 /// The role an offer's resources are allocated to (MULTI_ROLE), `*` if unset.
@@ -121,6 +123,7 @@ pub fn plan_round(
             });
         }
         let round = queue_round(&jobs, &caps, &options, &scorer);
+        out.untried += round.untried;
         for s in &round.started {
             let Some(q) = entries.get(s.job_id.as_str()) else { continue };
             let gang = Gang {
@@ -218,10 +221,18 @@ pub fn answers(offers: &BTreeMap<(String, String), Vec<OfferId>>, written: &[Sta
     out
 }
 
-/// The `refuse_seconds` of a round's ACCEPT and DECLINE filters: short while
-/// jobs still wait (capacity frees up as jobs end), long when none does.
-pub fn refuse_seconds(jobs_wait: bool, settings: &Settings) -> f64 {
-    if jobs_wait { settings.refuse_seconds_waiting } else { settings.refuse_seconds_idle }
+/// The `refuse_seconds` of a round's ACCEPT and DECLINE filters. Some
+/// waiting jobs were not tried against its offers (`untried`: past the
+/// round's depth, or queued while its statuses were written): they may fit
+/// in what is left, so the offers are to come back at the master's next
+/// allocation (0). Otherwise short while jobs still wait (capacity frees up
+/// as jobs end), long when none does.
+pub fn refuse_seconds(jobs_wait: bool, untried: bool, settings: &Settings) -> f64 {
+    match (untried, jobs_wait) {
+        (true, _) => 0.0,
+        (false, true) => settings.refuse_seconds_waiting,
+        (false, false) => settings.refuse_seconds_idle,
+    }
 }
 
 /// What became of a written gang once its ACCEPTs were sent.
@@ -465,8 +476,10 @@ mod tests {
     #[test]
     fn offers_are_refused_briefly_while_jobs_wait_and_long_when_none_does() {
         let settings = Settings { refuse_seconds_waiting: 1.0, refuse_seconds_idle: 30.0, ..Settings::default() };
-        assert_eq!(refuse_seconds(true, &settings), 1.0);
-        assert_eq!(refuse_seconds(false, &settings), 30.0);
+        assert_eq!(refuse_seconds(true, false, &settings), 1.0);
+        assert_eq!(refuse_seconds(false, false, &settings), 30.0);
+        // Jobs the round did not try: the offers come back at the next allocation.
+        assert_eq!(refuse_seconds(true, true, &settings), 0.0);
     }
 
     #[test]
@@ -495,7 +508,7 @@ mod tests {
         let waiting = vec![(UID.to_owned(), entry)];
         // One 1-cpu agent: the 4 x 0.5-cpu job can never fit.
         let known = [AgentCapacity::new("a1", "n1", FreeResources::new(1.0, 4096.0))];
-        let options = RoundOptions { now: T0, backfill: Backfill::Off };
+        let options = RoundOptions { now: T0, backfill: Backfill::Off, depth: None };
         let never_fits = |epoch| {
             plan_round(&[], &waiting, (&known, epoch), &BTreeMap::new(), options, &SharedVolumes::default()).waiting[0]
                 .never_fits
@@ -512,7 +525,7 @@ mod tests {
         let role = entry.role.clone();
         let waiting = vec![(UID.to_owned(), entry)];
         let known = [AgentCapacity::new("a1", "n1", FreeResources::new(8.0, 8192.0))];
-        let options = RoundOptions { now: T0, backfill: Backfill::Off };
+        let options = RoundOptions { now: T0, backfill: Backfill::Off, depth: None };
         let limit = |cpus: f64| BTreeMap::from([(role.clone(), QuotaLimit::from([("cpus".to_owned(), cpus)]))]);
         // The 4 x 0.5-cpu job and its launcher need 2.1 cpus.
         let out = plan_round(&[], &waiting, (&known, 1), &limit(2.0), options, &SharedVolumes::default());

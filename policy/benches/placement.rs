@@ -126,7 +126,11 @@ fn queue<M: Measurement + 'static>(c: &mut Criterion<M>, clock: &str) {
     let profiles = [Profile::Cpu, Profile::Memory, Profile::Network, Profile::Balanced];
     // Arrivals spread over the same 1,000 s at every size, so the head has
     // waited less than the backfill limit and backfill is on, as at 1,000.
-    let options = RoundOptions { now: 2_000, backfill: Backfill::WhileHeadWaitsLessThan { max_head_wait_secs: 3_600 } };
+    let options = RoundOptions {
+        now: 2_000,
+        backfill: Backfill::WhileHeadWaitsLessThan { max_head_wait_secs: 3_600 },
+        depth: None,
+    };
     let scorer = TopologyScorer::default();
     let mut group = c.benchmark_group(format!("{clock}: queue round of N jobs over 1000 agents"));
     for n in sizes() {

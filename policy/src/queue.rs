@@ -57,6 +57,12 @@ pub struct RoundOptions {
     /// The current time in Unix seconds (passed in: the engine has no clock).
     pub now: i64,
     pub backfill: Backfill,
+    /// How many jobs of the queue, in queue order, one round tries at most
+    /// (Slurm's `default_queue_depth`); the rest wait untried for the next
+    /// round. `None`: all of them. A bound keeps a round, and what it
+    /// places at once, small when thousands of jobs arrive together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<usize>,
 }
 
 /// A job that starts in this round.
@@ -93,6 +99,13 @@ pub struct Waiting {
 pub struct Round {
     pub started: Vec<Started>,
     pub waiting: Vec<Waiting>,
+    /// Jobs past `RoundOptions::depth`: not tried in this round.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub untried: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// A role whose head job did not fit.
@@ -107,8 +120,14 @@ pub fn queue_round(jobs: &[QueuedJob], offers: &[AgentCapacity], options: &Round
     let mut ledger = Ledger::new(offers, scorer.locality_key());
     let mut queue: Vec<&QueuedJob> = jobs.iter().collect();
     queue.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id)));
-    let mut blocked: HashMap<&str, Blocked> = HashMap::new();
     let mut round = Round::default();
+    if let Some(depth) = options.depth
+        && queue.len() > depth
+    {
+        round.untried = queue.len() - depth;
+        queue.truncate(depth);
+    }
+    let mut blocked: HashMap<&str, Blocked> = HashMap::new();
     for job in queue {
         let block = blocked.get(job.role.as_str());
         if let Some(b) = block.filter(|b| !b.backfill) {

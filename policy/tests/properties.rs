@@ -339,6 +339,7 @@ proptest! {
         let options = RoundOptions {
             now: 100,
             backfill: if backfill { Backfill::WhileHeadWaitsLessThan { max_head_wait_secs: 1000 } } else { Backfill::Off },
+            depth: None,
         };
         let round = queue_round(&queue, &offers(&agents), &options, &TopologyScorer::default());
         prop_assert_eq!(round.started.len() + round.waiting.len(), queue.len());

@@ -22,7 +22,7 @@ fn queued(id: &str, role: &str, created_at: i64, ranks: u32) -> QueuedJob {
 }
 
 fn round(jobs: &[QueuedJob], offers: &[AgentCapacity], now: i64, backfill: Backfill) -> Round {
-    queue_round(jobs, offers, &RoundOptions { now, backfill }, &TopologyScorer::default())
+    queue_round(jobs, offers, &RoundOptions { now, backfill, depth: None }, &TopologyScorer::default())
 }
 
 fn started(r: &Round) -> Vec<&str> {
@@ -102,4 +102,19 @@ fn a_job_that_fits_after_earlier_starts_uses_what_is_left() {
     assert_eq!(started(&r), vec!["j1", "j2"]);
     let agents: Vec<&str> = r.started.iter().map(|s| s.placement.nodes[0].agent_id.as_str()).collect();
     assert_ne!(agents[0], agents[1], "each 4-rank job fills one agent");
+}
+
+#[test]
+fn a_round_tries_only_the_first_depth_jobs_in_queue_order_and_counts_the_rest() {
+    // Five one-rank jobs that would all fit, given out of order; depth 2.
+    let jobs: Vec<_> = [5, 3, 1, 4, 2].iter().map(|&t| queued(&format!("j{t}"), "r", t, 1)).collect();
+    let options = RoundOptions { now: 10, backfill: Backfill::Off, depth: Some(2) };
+    let r = queue_round(&jobs, &nodes(4, 8.0), &options, &TopologyScorer::default());
+    assert_eq!(started(&r), vec!["j1", "j2"]);
+    assert!(r.waiting.is_empty(), "untried jobs get no verdict: {:?}", r.waiting);
+    assert_eq!(r.untried, 3);
+    // A depth the queue does not reach changes nothing.
+    let all =
+        queue_round(&jobs, &nodes(4, 8.0), &RoundOptions { depth: Some(5), ..options }, &TopologyScorer::default());
+    assert_eq!((all.started.len(), all.untried), (5, 0));
 }
