@@ -59,6 +59,11 @@ impl Filter {
     pub fn matches(&self, view: &Value) -> bool {
         self.labels.matches(view) && self.fields.matches(view)
     }
+
+    /// Whether it matches every object (no selector), whatever it holds.
+    pub fn is_everything(&self) -> bool {
+        self.labels.is_everything() && self.fields.is_everything()
+    }
 }
 
 fn encode_continue(key: &str, rv: u64) -> String {

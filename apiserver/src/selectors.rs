@@ -27,6 +27,13 @@ struct Requirement {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LabelSelector(Vec<Requirement>);
 
+impl LabelSelector {
+    /// Whether it selects every object (no requirement).
+    pub fn is_everything(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// Split on commas that are not inside parentheses.
 fn split_top(s: &str) -> Vec<&str> {
     let mut out = vec![];
@@ -147,6 +154,11 @@ impl LabelSelector {
 pub struct FieldSelector(Vec<(String, bool, String)>);
 
 impl FieldSelector {
+    /// Whether it selects every object (no requirement).
+    pub fn is_everything(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// `allowed` lists the fields this resource supports besides
     /// `metadata.name` and `metadata.namespace`.
     pub fn parse(selector: &str, allowed: &[&str]) -> ApiResult<Self> {

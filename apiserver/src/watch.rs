@@ -22,7 +22,7 @@ use crate::list::Filter;
 use crate::query::Query;
 use crate::store::{ChangeType, Since};
 use crate::table::{self, Format};
-use crate::views::view;
+use crate::views::view_cow;
 
 /// Settings of one watch request.
 pub struct WatchRequest {
@@ -34,6 +34,20 @@ pub struct WatchRequest {
     pub timeout: Duration,
     pub bookmark_every: Duration,
     pub format: Format,
+}
+
+/// `{"type":KIND,"object":OBJECT}` and a newline, serialised straight from
+/// the borrowed object: every watcher renders each change, so neither a
+/// copy of the object nor an envelope value is built for it.
+fn event_line(kind: &str, object: &Value) -> Bytes {
+    let mut out = Vec::with_capacity(4096);
+    out.extend_from_slice(b"{\"type\":");
+    // Writing JSON into a Vec cannot fail: a string and a Value always serialise.
+    let _ = serde_json::to_writer(&mut out, kind);
+    out.extend_from_slice(b",\"object\":");
+    let _ = serde_json::to_writer(&mut out, object);
+    out.extend_from_slice(b"}\n");
+    Bytes::from(out)
 }
 
 impl WatchRequest {
@@ -84,16 +98,21 @@ fn line(v: &Value) -> Bytes {
 }
 
 impl WatchRequest {
-    fn event(&self, kind: &str, object: Value) -> Bytes {
+    fn event(&self, kind: &str, object: &Value) -> Bytes {
+        let converted;
         let object = match self.format {
             Format::Table => {
                 let rv = object["metadata"]["resourceVersion"].as_str().and_then(|r| r.parse().ok()).unwrap_or(0);
-                table::table(&self.target.rt, &[object], rv, None)
+                converted = table::table(&self.target.rt, std::slice::from_ref(object), rv, None);
+                &converted
             }
-            Format::Metadata => table::partial(&object),
+            Format::Metadata => {
+                converted = table::partial(object);
+                &converted
+            }
             Format::Object => object,
         };
-        line(&json!({"type": kind, "object": object}))
+        event_line(kind, object)
     }
 
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
@@ -130,8 +149,8 @@ pub async fn run(api: Arc<Api>, w: WatchRequest, tx: Tx) {
         _ => {
             let snap = api.store.list(&w.target.rt.prefix(w.target.namespace.as_deref()));
             for obj in &snap.items {
-                let v = view(&w.target.rt, obj);
-                if w.filter.matches(&v) && !send(w.event("ADDED", v)).await {
+                let v = view_cow(&w.target.rt, obj);
+                if w.filter.matches(&v) && !send(w.event("ADDED", &v)).await {
                     return;
                 }
             }
@@ -154,10 +173,12 @@ pub async fn run(api: Arc<Api>, w: WatchRequest, tx: Tx) {
                     if !w.in_scope(&c.key) {
                         continue;
                     }
-                    let now_view = view(&w.target.rt, &c.object);
+                    let now_view = view_cow(&w.target.rt, &c.object);
                     let matches_now = w.filter.matches(&now_view);
-                    let before =
-                        c.prev.as_ref().map(|p| w.filter.matches(&view(&w.target.rt, p))).unwrap_or(matches_now);
+                    let before = match &c.prev {
+                        Some(p) if !w.filter.is_everything() => w.filter.matches(&view_cow(&w.target.rt, p)),
+                        _ => matches_now,
+                    };
                     let kind = match (c.kind, before, matches_now) {
                         (ChangeType::Deleted, true, _) => Some("DELETED"),
                         (ChangeType::Added, _, true) => Some("ADDED"),
@@ -167,7 +188,7 @@ pub async fn run(api: Arc<Api>, w: WatchRequest, tx: Tx) {
                         _ => None,
                     };
                     if let Some(kind) = kind
-                        && !send(w.event(kind, now_view)).await
+                        && !send(w.event(kind, &now_view)).await
                     {
                         return;
                     }
