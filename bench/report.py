@@ -343,16 +343,21 @@ def scale_section(meta, crit, controller):
         "The real `mpiswarm controller` process against the embedded API server and offer layer in the "
         "benchmark's process. Throughput: N MpiJobs created by 8 clients on "
         f"{controller[0]['agents'] if controller else '?'} test agents (no containers), timed from the first "
-        "create to the last `Scheduled` condition; memory: the controller's RSS once N stored jobs that all wait "
-        "(no agent) are reconciled. One run per N: "
+        "create to the last `Scheduled` condition, then to the last `Running` (the test agents report every "
+        "task running; the controller's RSS is read then, with N running gangs); memory: the controller's RSS "
+        "once N stored jobs that all wait (no agent) are reconciled. One run per N: "
         "`MPISWARM_BENCH_JOBS=N MPISWARM_BENCH_STORED=N cargo bench -p mpiswarm --bench controller`.",
         "",
-        "| jobs N | all Scheduled after | jobs/s | RSS after throughput (peak) | N stored: reconciled in | RSS (peak) |",
-        "|---|---|---|---|---|---|",
+        "| jobs N | all Scheduled after | jobs/s | then all Running after | RSS with N running gangs (peak) "
+        "| N stored: reconciled in | RSS (peak) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in controller:
+        # Rows from before the Running wait was measured hold no figure for it.
+        running = r.get("running_after_s")
+        running = f"{float(running):.1f} s" if running not in ("", None) else "–"
         out.append(
-            f"| {r['jobs']:,} | {scheduled_after(r)} | {r['jobs_per_s']:.0f} | "
+            f"| {r['jobs']:,} | {scheduled_after(r)} | {r['jobs_per_s']:.0f} | {running} | "
             f"{r['rss_after_throughput_mib']:.0f} MiB ({r['peak_after_throughput_mib']:.0f}) | "
             f"{r['reconciled_in_s']:.1f} s | {r['rss_stored_mib']:.0f} MiB ({r['peak_stored_mib']:.0f}) |"
         )

@@ -30,7 +30,9 @@ CRITERION = [
 THROUGHPUT = re.compile(r"throughput: (\d+) MpiJobs .* all Scheduled after ([\d.]+) s: (\d+) jobs/s")
 # Printed only when the throughput run ran out of time.
 NOT_ALL = re.compile(r"NOT all scheduled within \d+ s: (\d+) were")
-RSS_AFTER = re.compile(r"controller RSS after it: (\d+) MiB \(peak (\d+) MiB\)")
+# Once every job of the throughput run is Running: how long after the last
+# Scheduled, and the controller's memory with that many running gangs.
+RSS_AFTER = re.compile(r"\d+ running ([\d.]+) s later.*: controller RSS (\d+) MiB \(peak (\d+) MiB\)")
 STORED = re.compile(r"memory: (\d+) MpiJobs stored in ([\d.]+) s")
 RECONCILED = re.compile(r"reconciled them in ([\d.]+) s.*RSS (\d+) MiB \(peak (\d+) MiB\)")
 
@@ -134,7 +136,7 @@ def run(sizes, controller_sizes, target_dir, smoke, log_path, parts, crit, contr
             row["scheduled"] = float(short.group(1)) if short else float(n)
             for pattern, names in [
                 (THROUGHPUT, ["_", "scheduled_after_s", "jobs_per_s"]),
-                (RSS_AFTER, ["rss_after_throughput_mib", "peak_after_throughput_mib"]),
+                (RSS_AFTER, ["running_after_s", "rss_after_throughput_mib", "peak_after_throughput_mib"]),
                 (STORED, ["_", "stored_in_s"]),
                 (RECONCILED, ["reconciled_in_s", "rss_stored_mib", "peak_stored_mib"]),
             ]:

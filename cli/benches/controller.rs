@@ -12,6 +12,7 @@
 //! The API server and the offer layer run in this process; the controller is
 //! the real `mpiswarm controller` process, so its memory is its own.
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -20,7 +21,12 @@ use clap::Parser;
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use mpiswarm_crds::{ConditionType, MpiJob};
+use mpiswarm_crds::{ConditionType, MpiJob, Phase};
+
+/// The allocator of the `mpiswarm` binary (src/main.rs), for the API
+/// server and the offer layer this process runs as `mpiswarm up` does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 struct OffersCli {
@@ -36,18 +42,27 @@ struct Process(Child);
 
 impl Drop for Process {
     fn drop(&mut self) {
+        // The whole process group: a profiler's wrapper and the controller under it.
+        let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", self.0.id())]).status();
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
 }
 
+/// The controller process; `MPISWARM_BENCH_WRAP` (for example `heaptrack` or
+/// `perf record -g --`) runs it under a profiler, split at whitespace.
 fn controller(kubeconfig: &Path, master: &str) -> Process {
-    let child = Command::new(env!("CARGO_BIN_EXE_mpiswarm"))
+    let wrap = std::env::var("MPISWARM_BENCH_WRAP").unwrap_or_default();
+    let mut words = wrap.split_whitespace().chain(std::iter::once(env!("CARGO_BIN_EXE_mpiswarm")));
+    let program = words.next().unwrap_or(env!("CARGO_BIN_EXE_mpiswarm"));
+    let child = Command::new(program)
+        .args(words)
         .args(["controller", "--master", master, "--listen", "127.0.0.1:0", "--identity", "bench"])
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .env("MPISWARM_LOG", "warn")
         .stdout(Stdio::null())
+        .process_group(0)
         .spawn()
         .expect("mpiswarm controller starts");
     Process(child)
@@ -122,9 +137,11 @@ fn watch_until(
     let jobs: Api<MpiJob> = Api::namespaced(client.clone(), "default");
     tokio::spawn(async move {
         let counting = async {
-            let listed = jobs.list_metadata(&ListParams::default().limit(1)).await.expect("list");
+            // Those that already satisfy `pred` count; the watch goes on from the list.
+            let listed = jobs.list(&ListParams::default()).await.expect("list");
             let mut rv = listed.metadata.resource_version.unwrap_or_default();
-            let mut done = std::collections::HashSet::new();
+            let mut done: std::collections::HashSet<_> =
+                listed.items.iter().filter(|j| pred(j)).map(|j| j.metadata.uid.clone().unwrap_or_default()).collect();
             while done.len() < n {
                 // A watch ends when the server times it out; the next starts where it stopped.
                 let mut stream = std::pin::pin!(jobs.watch(&WatchParams::default(), &rv).await.expect("watch"));
@@ -224,8 +241,27 @@ async fn main() {
         elapsed.as_secs_f64(),
         jobs as f64 / elapsed.as_secs_f64(),
     );
+    // The memory of running gangs: once every job's tasks run (the test
+    // agents report them RUNNING) and the controller has written `Running`.
+    let running = |j: &MpiJob| j.status.as_ref().and_then(|s| s.phase) == Some(Phase::Running);
+    let started = Instant::now();
+    let ok = watch_until(&client, jobs, Duration::from_secs(600), running).await.expect("the watch task");
     let (rss, hwm) = rss_kib(ctl.0.id());
-    println!("  controller RSS after it: {} MiB (peak {} MiB)", rss / 1024, hwm / 1024);
+    println!(
+        "  {jobs} running {:.1} s later{}: controller RSS {} MiB (peak {} MiB)",
+        started.elapsed().as_secs_f64(),
+        if ok { "" } else { " (NOT all within 600 s)" },
+        rss / 1024,
+        hwm / 1024
+    );
+    if let Some(hold) = std::env::var("MPISWARM_BENCH_HOLD").ok().and_then(|v| v.parse().ok()) {
+        println!(
+            "  holding {hold} s (MPISWARM_BENCH_HOLD): controller pid {}, kubeconfig {}",
+            ctl.0.id(),
+            api.kubeconfig.display()
+        );
+        tokio::time::sleep(Duration::from_secs(hold)).await;
+    }
     drop(ctl);
     drop(test_agents);
     api.stop();
