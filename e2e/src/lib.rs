@@ -22,6 +22,8 @@
 //! - [`components`]: the processes of an `up --split` cluster, killed alone
 //!   and seen started again; the offer layer's and agents' own state.
 //! - [`events`]: the services Swarm created in a time window.
+//! - [`shares`]: whether two roles' shares over a run follow their weights,
+//!   within a bound derived from the run (pure).
 //! - [`runner`]: one cluster per test binary, its cases in order, `down`, wall time.
 //! - [`wait`]: polling with an overall deadline.
 //! - [`images`]: the images the suite needs (built by `make images`), and
@@ -36,6 +38,7 @@ pub mod images;
 pub mod job;
 pub mod leftovers;
 pub mod runner;
+pub mod shares;
 pub mod swarm;
 pub mod wait;
 

@@ -16,24 +16,27 @@
 //!   role holds in the offer layer's allocator (`/master/state` roles:
 //!   offered or used, what weighted DRF compares) and the cpus its jobs'
 //!   tasks hold in Swarm. Over the counted samples (equally spaced, so a
-//!   time average) the allocator's ratio sum(mpi) / sum(batch) must be
-//!   2 +- 20%, and Swarm's must be within 20% of the allocator's: what runs
-//!   follows what was allocated, one launch later.
+//!   time average) both series must follow the weights 2:1 within a bound
+//!   derived from the run (`mpiswarm_e2e::shares`): half of what one offer
+//!   moves (one job's cpus: offers are whole) plus the mean's sampling
+//!   noise, estimated by batch means, at a 0.1% false-failure rate; a run
+//!   too noisy to tell 2:1 from 1:1 fails as undecided. The allocator's
+//!   series is what weighted DRF decided; Swarm's is what runs, one launch
+//!   later.
 //!
 //! Why both: measured on Swarm alone the ratio failed CI at 1.46 and at
-//! 2.50. Two runs of this case on one quiet cluster (`--repeat 2`) read
-//! allocator 1.66 / Swarm 1.64 and allocator 1.99 / Swarm 1.91: Swarm
-//! follows the allocator closely, and the spread is the allocator's. Offers
-//! are whole (every free cpu of an agent goes to the one role DRF picks, as
-//! in Mesos), and jobs started together on a node end together, so a role
-//! behind its share can be handed a whole node and overshoot: the low run
-//! spent 36 of 130 samples at 3:3 and 18 at 5:1. The allocator's ratio is
-//! therefore close to its bound on some runs; this case reports it instead
-//! of hiding it (see issue "Scale and bursts").
+//! 2.50 (1-cpu jobs, a fixed bound of 2 +- 20%). Offers are whole (every
+//! free cpu of an agent goes to the one role DRF picks, as in Mesos), and
+//! jobs started together on a node end together, so a role behind its
+//! share can be handed a whole node and overshoot: a low run spent 36 of
+//! 130 samples at 3:3 and 18 at 5:1. Smaller jobs make each step smaller,
+//! and the derived bound widens with a run's own noise instead of failing
+//! it, while a run that is really off (or says nothing) still fails.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
+use mpiswarm_e2e::shares::{Judged, Verdict, Weights};
 use mpiswarm_e2e::{Cluster, Job, swarm::held_cpus, wait::POLL};
 
 const JOBS: usize = 100;
@@ -69,12 +72,10 @@ const DEADLINE: Duration = Duration::from_secs(900);
 /// widest run is 0.15 from 2, the bound allows 0.4.)
 const RANKS: u32 = 2;
 const RANK_CPUS: f64 = 0.075;
-const WEIGHT_RATIO: f64 = 2.0;
-const TOLERANCE: f64 = 0.2;
-/// How far Swarm's ratio may be from the allocator's (relative).
-const SWARM_FOLLOWS: f64 = 0.2;
-/// Counted samples needed for the ratio to mean anything.
-const MIN_SAMPLES: usize = 10;
+/// The weights `up` is given for this suite (mpi=2, batch=1), and the step
+/// an allocation moves: one job's cpus, its ranks' and the default launcher's.
+const WEIGHTS: Weights =
+    Weights { a: 2.0, b: 1.0, granule: RANKS as f64 * RANK_CPUS + mpiswarm_policy::DEFAULT_LAUNCHER.cpus };
 
 /// The load's MpiJobs as `kubectl get` lists them now.
 fn load_jobs(cluster: &Cluster) -> Vec<serde_json::Value> {
@@ -167,74 +168,23 @@ pub fn hundred_jobs_under_weights_2_to_1(cluster: &Cluster) {
         .collect();
     assert!(failed.is_empty(), "{} of 100 jobs failed: {failed:?}", failed.len());
 
-    let (swarm, allocator) = (Shares::of(&counted), Shares::of(&allocated));
+    let (swarm, allocator) = (Judged::of(&counted, WEIGHTS), Judged::of(&allocated, WEIGHTS));
     eprintln!(
         "load: 100 jobs in {took:.1} s; {samples} samples of Swarm; peak cpus held per node {peak:?} \
-         (advertised {advertised:?}); {} samples with both roles waiting; mpi:batch cpus held in Swarm {swarm}; \
-         allocated by the offer layer {allocator}",
+         (advertised {advertised:?}); {} samples with both roles waiting; mpi:batch cpus allocated by the \
+         offer layer {allocator}; held in Swarm {swarm}",
         counted.len(),
     );
-    assert!(counted.len() >= MIN_SAMPLES, "only {} samples had both roles waiting", counted.len());
-    assert!(
-        (allocator.ratio - WEIGHT_RATIO).abs() <= WEIGHT_RATIO * TOLERANCE,
-        "allocated shares mpi:batch {:.2} while both wait, weights 2:1 +-20%",
-        allocator.ratio
-    );
-    assert!(
-        (swarm.ratio - allocator.ratio).abs() <= allocator.ratio * SWARM_FOLLOWS,
-        "running shares in Swarm mpi:batch {:.2} while both wait, more than 20% from the allocator's {:.2}",
-        swarm.ratio,
-        allocator.ratio
-    );
+    for (what, judged) in [("allocated by the offer layer", &allocator), ("held in Swarm", &swarm)] {
+        match judged.verdict() {
+            Verdict::Follows => {}
+            Verdict::Off(why) => panic!("mpi:batch cpus {what} do not follow the weights 2:1 while both wait: {why}"),
+            Verdict::Undecided(why) => {
+                panic!("mpi:batch cpus {what}: the run cannot tell whether they follow 2:1: {why}")
+            }
+        }
+    }
     let names: Vec<String> =
         finished.iter().filter_map(|j| j["metadata"]["name"].as_str().map(str::to_owned)).collect();
     cluster.delete_jobs(&names.iter().map(String::as_str).collect::<Vec<_>>());
-}
-
-/// A role pair's cpus over the counted samples.
-struct Shares {
-    /// Time average: sum(mpi) / sum(batch).
-    ratio: f64,
-    mean: (f64, f64),
-    /// The lowest and highest ratio of one sample.
-    range: (f64, f64),
-    /// The most seen splits, "mpi:batch xN".
-    splits: Vec<String>,
-}
-
-impl Shares {
-    fn of(samples: &[(f64, f64)]) -> Shares {
-        let (mpi, batch): (f64, f64) = samples.iter().fold((0.0, 0.0), |(m, b), (x, y)| (m + x, b + y));
-        let n = samples.len().max(1) as f64;
-        let range = samples
-            .iter()
-            .filter(|(_, b)| *b > 0.0)
-            .map(|(m, b)| m / b)
-            .fold((f64::MAX, 0.0f64), |(lo, hi), r| (lo.min(r), hi.max(r)));
-        // How often each split of the cpus was seen, so a failed ratio shows
-        // whether one role held too much or the other too little.
-        let mut splits = BTreeMap::<(String, String), usize>::new();
-        for (m, b) in samples {
-            *splits.entry((format!("{m:.1}"), format!("{b:.1}"))).or_default() += 1;
-        }
-        let mut splits: Vec<_> = splits.into_iter().collect();
-        splits.sort_by_key(|s| std::cmp::Reverse(s.1));
-        let splits = splits.iter().take(8).map(|((m, b), n)| format!("{m}:{b} x{n}")).collect();
-        Shares { ratio: mpi / batch, mean: (mpi / n, batch / n), range, splits }
-    }
-}
-
-impl std::fmt::Display for Shares {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "ratio {:.2} (mean {:.2}:{:.2}, per sample {:.2}..{:.2}; most seen {})",
-            self.ratio,
-            self.mean.0,
-            self.mean.1,
-            self.range.0,
-            self.range.1,
-            self.splits.join(", ")
-        )
-    }
 }
