@@ -96,6 +96,13 @@ pub async fn run(
                 let ended = session.serve(sub.events, heartbeat, &mut commands, &mut shutdown).await;
                 roles = session.roles;
                 ctx.subscribed.store(false, Ordering::SeqCst);
+                // A silent master may be alive and stopped (it refuses no
+                // connection): the next configured replica is asked first.
+                if let SubscriptionEnded::Silent(_) = ended
+                    && let Some(next) = client.move_on()
+                {
+                    tracing::warn!(next, "the master fell silent; subscribing at the next replica");
+                }
                 tracing::warn!(reason = %ended, master = %config.master, "subscription ended; re-subscribing");
             }
             Err(ClientError::Refused { error: error @ MasterError::FrameworkRemoved, .. }) => {

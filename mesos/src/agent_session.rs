@@ -162,7 +162,12 @@ async fn subscribe_forever<A: AgentSide>(client: AgentClient, side: Arc<A>, conf
                 tracing::warn!(timeout = ?config.subscribe_timeout, attempt, "no SUBSCRIBED in time; retrying")
             }
             Ended::Stream(why) => tracing::warn!(why, "event stream ended; re-subscribing"),
-            Ended::Silent(silence) => tracing::warn!(?silence, "no event (not even a heartbeat); re-subscribing"),
+            Ended::Silent(silence) => {
+                // A silent master may be alive and stopped (no connection
+                // is refused): the next replica is asked first.
+                let next = client.move_on();
+                tracing::warn!(?silence, next, "no event (not even a heartbeat); re-subscribing");
+            }
         }
         tokio::time::sleep(config.subscribe_backoff.delay(attempt)).await;
         attempt = attempt.saturating_add(1);

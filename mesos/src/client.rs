@@ -389,6 +389,12 @@ impl SchedulerClient {
         self
     }
 
+    /// The current master fell silent: the next SUBSCRIBE goes to the next
+    /// configured replica ([`Endpoint::move_on`]), if there is one.
+    pub fn move_on(&self) -> Option<String> {
+        self.endpoint.move_on()
+    }
+
     /// [`Endpoint::with_call_timeout`].
     pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
         self.endpoint = self.endpoint.with_call_timeout(timeout);
@@ -460,6 +466,12 @@ impl AgentClient {
     pub fn with_replicas(mut self, replicas: &[&str]) -> Self {
         self.endpoint = self.endpoint.with_replicas(replicas);
         self
+    }
+
+    /// The current master fell silent: the next SUBSCRIBE goes to the next
+    /// configured replica ([`Endpoint::move_on`]), if there is one.
+    pub fn move_on(&self) -> Option<String> {
+        self.endpoint.move_on()
     }
 
     /// SUBSCRIBEs and waits for SUBSCRIBED (which carries the agent id to persist).

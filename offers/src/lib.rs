@@ -10,6 +10,8 @@
 //!   async workers and the master's lock;
 //! - [`http`]: the HTTP surface (scheduler API, agent API, state, metrics);
 //! - [`leadership`]: which replica leads, and what a standby answers;
+//! - [`election`]: the Lease election among replicas, and the fence on
+//!   every offer and launch;
 //! - [`server`]: arguments and the running server;
 //! - [`fatal`]: where a panicked server task is reported, so the server stops;
 //! - [`validation`]: stateless checks of scheduler calls, as Mesos words them.
@@ -19,6 +21,7 @@
 pub mod acl;
 pub mod allocator;
 pub mod drf;
+pub mod election;
 pub mod fatal;
 pub mod http;
 pub mod leadership;

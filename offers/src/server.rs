@@ -72,8 +72,25 @@ pub struct OffersArgs {
     #[arg(long, default_value_t = 4 * 1024 * 1024, env = "MPISWARM_OFFERS_MAX_BODY_BYTES")]
     pub max_body_bytes: usize,
     /// Run as a non-leading master that redirects (307) every scheduler call to HOST:PORT.
-    #[arg(long, env = "MPISWARM_OFFERS_REDIRECT_TO")]
+    #[arg(long, env = "MPISWARM_OFFERS_REDIRECT_TO", conflicts_with = "lease_name")]
     pub redirect_to: Option<String>,
+    /// Run as one of several replicas: the leader is elected with this
+    /// `coordination.k8s.io/v1` Lease (holder: the advertised HOST:PORT);
+    /// the others redirect callers to it. Needs a kubeconfig (--kubeconfig,
+    /// else in-cluster or $KUBECONFIG). Without it this is the only replica.
+    #[arg(long, env = "MPISWARM_OFFERS_LEASE_NAME")]
+    pub lease_name: Option<String>,
+    /// Namespace of the Lease.
+    #[arg(long, default_value = "default", env = "MPISWARM_OFFERS_LEASE_NAMESPACE")]
+    pub lease_namespace: String,
+    /// Seconds a Lease record stands unrenewed before a standby takes it over;
+    /// the leader stops acting 2/3 of it after its last renewal, and renews
+    /// every 1/8 of it (see offers/README.md).
+    #[arg(long, default_value_t = 8.0, value_parser = parse_seconds, env = "MPISWARM_OFFERS_LEASE_SECONDS")]
+    pub lease_seconds: f64,
+    /// Kubeconfig for the Lease (with --lease-name).
+    #[arg(long, env = "MPISWARM_OFFERS_KUBECONFIG", requires = "lease_name")]
+    pub kubeconfig: Option<PathBuf>,
     /// Hostname advertised in MasterInfo (default: the listen address).
     #[arg(long, env = "MPISWARM_OFFERS_ADVERTISE_HOST")]
     pub advertise_host: Option<String>,
@@ -98,6 +115,10 @@ pub enum Error {
         "the offer layer stopped because {0}; this is a bug: report it with the log above, then restart (ids and tasks recover from the registry and the agents)"
     )]
     Panicked(String),
+    #[error("cannot reach the API server for the Lease: {0}")]
+    Kube(String),
+    #[error(transparent)]
+    Election(#[from] crate::election::ElectionError),
     #[error("cannot install the {signal} handler: {source}")]
     Signal { signal: &'static str, source: std::io::Error },
 }
@@ -250,6 +271,19 @@ pub async fn start(args: OffersArgs) -> Result<Running, Error> {
         HttpConfig { credentials, redirect_to: args.redirect_to.clone(), max_body_bytes: args.max_body_bytes },
         started,
     );
+    let election = match &args.lease_name {
+        Some(name) => {
+            let lock = lease_lock(&args, name, shared.own_address()).await?;
+            // A replica starts as a standby: it takes no call and runs no
+            // timer until it holds the Lease.
+            shared.master().set_fence(Some(Duration::ZERO));
+            shared.leadership.set(crate::leadership::Leadership::Following { leader: None });
+            tracing::info!(lease = %format!("{}/{}", lock.namespace, lock.name), identity = %lock.identity,
+                timing = ?lock.timing, "standing by for the offer layer's Lease");
+            Some(lock)
+        }
+        None => None,
+    };
     let clock = {
         let shared = shared.clone();
         async move {
@@ -264,21 +298,37 @@ pub async fn start(args: OffersArgs) -> Result<Running, Error> {
             }
         }
     };
+    let background = {
+        let shared = shared.clone();
+        async move {
+            let elected = async {
+                match election {
+                    Some(lock) => Err(Error::Election(crate::election::run(&shared, &lock).await)),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                never = clock => never,
+                lost = elected => lost,
+            }
+        }
+    };
     let app = router(shared.clone());
     let served = tls.is_some();
-    let (task, stop) = serve(listener, tls, app, clock, shared.fatal.clone());
+    let (task, stop) = serve(listener, tls, app, background, shared.fatal.clone());
     tracing::info!(%addr, tls = served, "offer layer listening");
     Ok(Running { addr, tls: served, shared, task, stop })
 }
 
-/// Serves `app` and runs `clock` (a loop that never returns) until stopped,
-/// or until a panic in a handler, a stream callback or the clock: then the
-/// task ends with [`Error::Panicked`].
+/// Serves `app` and runs `clock` (the master's timers, which never end, and
+/// the election, which ends only when this replica lost the Lease) until
+/// stopped, or until a panic in a handler, a stream callback or the clock:
+/// then the task ends with [`Error::Panicked`], or with the election's error.
 fn serve(
     listener: tokio::net::TcpListener,
     tls: Option<Arc<rustls::ServerConfig>>,
     app: axum::Router,
-    clock: impl Future<Output = ()> + Send + 'static,
+    clock: impl Future<Output = Result<std::convert::Infallible, Error>> + Send + 'static,
     fatal: crate::fatal::Fatal,
 ) -> (tokio::task::JoinHandle<Result<(), Error>>, tokio::sync::watch::Sender<bool>) {
     let (stop, mut stopped) = tokio::sync::watch::channel(false);
@@ -309,6 +359,7 @@ fn serve(
                     "the master's clock panicked: {}",
                     crate::fatal::panic_message(e.into_panic().as_ref())
                 ))),
+                Ok(Err(e)) => Err(e),
                 _ => Err(Error::Panicked("the master's clock stopped".into())),
             },
             message = fatal.wait() => Err(Error::Panicked(message)),
@@ -317,6 +368,29 @@ fn serve(
         result
     });
     (task, stop)
+}
+
+/// The Lease of `--lease-name`, through the kubeconfig's API server.
+async fn lease_lock(args: &OffersArgs, name: &str, identity: String) -> Result<crate::election::LeaseLock, Error> {
+    let _already = rustls::crypto::ring::default_provider().install_default();
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .map_err(|e| Error::Kube(format!("reading {}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|e| Error::Kube(format!("loading {}: {e}", path.display())))?
+        }
+        None => kube::Config::infer().await.map_err(|e| Error::Kube(e.to_string()))?,
+    };
+    let client = kube::Client::try_from(config).map_err(|e| Error::Kube(e.to_string()))?;
+    Ok(crate::election::LeaseLock {
+        api: kube::Api::namespaced(client, &args.lease_namespace),
+        namespace: args.lease_namespace.clone(),
+        name: name.to_owned(),
+        identity,
+        timing: crate::election::Timing::of_lease(Duration::from_secs_f64(args.lease_seconds.max(0.8))),
+    })
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM, with the signal's name.

@@ -148,6 +148,7 @@ fn is_counter(key: &str) -> bool {
         || key.starts_with("master/status_updates_")
         || key == "master/invalid_calls"
         || key == "allocator/launch_backlog_holds"
+        || key == "master/leader_changes"
         || key.starts_with("registrar/registry_write")
 }
 

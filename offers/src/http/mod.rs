@@ -81,10 +81,13 @@ impl Shared {
 
     /// What a standby answers to a call for `path` instead of handling it
     /// ([`Leadership::refuse`]); `None` while this replica leads.
+    /// A replica that believes it leads but whose fence has passed (it could
+    /// not renew its Lease) answers 503 too.
     fn not_leading(&self, path: &str) -> Option<Response> {
-        Some(match self.leadership.get().refuse(path)? {
-            NotLeading::Redirect { location, message } => redirect(&location, message),
-            NotLeading::NoLeader { message } => text(StatusCode::SERVICE_UNAVAILABLE, message),
+        Some(match self.leadership.get().refuse(path) {
+            Some(NotLeading::Redirect { location, message }) => redirect(&location, message),
+            Some(NotLeading::NoLeader { message }) => text(StatusCode::SERVICE_UNAVAILABLE, message),
+            None => return self.master().fence_refusal(self.now()).map(IntoResponse::into_response),
         })
     }
 

@@ -324,11 +324,16 @@ impl Master {
     /// The agent's stream closed: no more offers of it; its tasks keep
     /// running until it is declared lost.
     pub fn agent_stream_closed(&mut self, id: &str, stream_id: &str, now: Duration) {
+        let fenced = self.is_fenced(now);
         let Some(agent) = self.agents.get_mut(id) else { return };
         if agent.conn.as_ref().is_none_or(|c| c.stream_id != stream_id) {
             return;
         }
         agent.conn = None;
+        if fenced {
+            // Not leading: it lets the stream go and sends nothing.
+            return;
+        }
         agent.lost_deadline = Some(now + self.config.agent_reregister_timeout);
         tracing::warn!(agent = %id, "agent disconnected");
         self.allocator.set_agent_active(id, false);

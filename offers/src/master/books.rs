@@ -153,6 +153,13 @@ pub struct Counters {
     pub agents_backlogged: u64,
     /// Times an allocation run passed an agent over because it was behind.
     pub backlog_holds: u64,
+    /// Times this replica won the offer layer's Lease (0 or 1: a replica
+    /// that loses it stops).
+    pub leader_elected: u64,
+    /// Times this replica saw the Lease pass to another holder (itself included).
+    pub leader_changes: u64,
+    /// Seconds from winning the Lease to the first offer sent after it.
+    pub elected_to_first_offer: Option<f64>,
 }
 
 #[cfg(test)]

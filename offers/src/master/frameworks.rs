@@ -105,11 +105,16 @@ impl Master {
 
     /// The framework's stream closed: keep its tasks for `failover_timeout`.
     pub fn framework_stream_closed(&mut self, id: &str, stream_id: &str, now: Duration) {
+        let fenced = self.is_fenced(now);
         let Some(fw) = self.frameworks.get_mut(id) else { return };
         if fw.conn.as_ref().is_none_or(|c| c.stream_id != stream_id) {
             return;
         }
         fw.conn = None;
+        if fenced {
+            // Not leading: it lets the stream go and sends nothing.
+            return;
+        }
         let timeout = fw.info.failover_timeout.filter(|t| t.is_finite() && *t > 0.0).unwrap_or(0.0);
         fw.failover_deadline = Some(now + Duration::from_secs_f64(timeout.min(1e9)));
         tracing::info!(framework = %id, failover_timeout = timeout, "framework disconnected");
@@ -168,6 +173,9 @@ impl Master {
         principal: Option<&str>,
         now: Duration,
     ) -> Result<(), CallError> {
+        if let Some(refused) = self.fence_refusal(now) {
+            return Err(refused);
+        }
         let id = framework_id.value.clone();
         if !self.frameworks.contains_key(&id) {
             return Err(CallError::bad_request("Framework cannot be found"));

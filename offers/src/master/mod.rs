@@ -86,6 +86,12 @@ pub struct Master {
     next_id: u64,
     last_heartbeat: Duration,
     last_allocation: Duration,
+    /// Until when (master time) this master may act: offer, launch, kill,
+    /// run its timers, take calls. `None`: always (one offer layer, no
+    /// election). Set by the election ([`crate::election`]).
+    fence: Option<Duration>,
+    /// When this replica won the Lease, until its first offer after it.
+    elected_at: Option<Duration>,
     pub counters: Counters,
 }
 
@@ -133,8 +139,53 @@ impl Master {
             next_id: 0,
             last_heartbeat: Duration::ZERO,
             last_allocation: Duration::ZERO,
+            fence: None,
+            elected_at: None,
             counters: Counters::default(),
         }
+    }
+
+    /// Whether this master must not act at `now`: it is a standby, or it led
+    /// and its last renewal of the Lease is older than the fence allows.
+    pub fn is_fenced(&self, now: Duration) -> bool {
+        self.fence.is_some_and(|until| now >= until)
+    }
+
+    /// The election moves the fence: `Some(ZERO)` while standing by, the end
+    /// of the fence after each renewal.
+    pub fn set_fence(&mut self, until: Option<Duration>) {
+        self.fence = until;
+    }
+
+    /// This master starts leading at `now` (won the election): the agents
+    /// the registry lists get the whole re-register timeout from now, not
+    /// from the process's start.
+    pub fn begin_leading(&mut self, now: Duration) {
+        if let Some(awaited) = self.awaited_agents.as_mut() {
+            awaited.deadline = now + self.config.agent_reregister_timeout;
+        }
+        self.last_allocation = now;
+        self.last_heartbeat = now;
+        self.elected_at = Some(now);
+        self.counters.leader_elected += 1;
+    }
+
+    /// Offers went out at `now`: the first after an election is timed.
+    fn offered(&mut self, count: usize, now: Duration) {
+        self.counters.offers_sent += count as u64;
+        if let Some(at) = self.elected_at.take() {
+            self.counters.elected_to_first_offer = Some(now.saturating_sub(at).as_secs_f64());
+        }
+    }
+
+    /// The refusal of a call to a fenced master (503: the caller retries,
+    /// or tries another replica).
+    pub fn fence_refusal(&self, now: Duration) -> Option<CallError> {
+        self.is_fenced(now).then(|| {
+            CallError::unavailable(
+                "This offer layer is not the leader (it holds no current Lease); retry, or call another replica",
+            )
+        })
     }
 
     /// Whether registered agents are still expected back after a restart.

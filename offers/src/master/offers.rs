@@ -26,6 +26,9 @@ fn refuse_duration(filters: Option<&Filters>) -> Duration {
 impl Master {
     /// Runs the allocator and sends the resulting offers.
     pub fn allocate(&mut self, now: Duration, agents: Option<&[String]>) {
+        if self.is_fenced(now) {
+            return;
+        }
         let span = tracing::debug_span!("allocation_cycle", agents = agents.map_or(0, <[String]>::len));
         let _entered = span.enter();
         let started = std::time::Instant::now();
@@ -82,7 +85,7 @@ impl Master {
             by_framework.entry(a.framework).or_default().push(offer);
         }
         for (fw, offers) in by_framework {
-            self.counters.offers_sent += offers.len() as u64;
+            self.offered(offers.len(), now);
             if let Some(f) = self.frameworks.get(&fw) {
                 f.send(&Event::offers(offers));
             }

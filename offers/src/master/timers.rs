@@ -11,6 +11,9 @@ use std::time::Duration;
 impl Master {
     /// Runs every timer that is due at `now`.
     pub fn tick(&mut self, now: Duration) {
+        if self.is_fenced(now) {
+            return;
+        }
         self.expire_awaited_agents(now);
         if now.saturating_sub(self.last_heartbeat) >= self.config.heartbeat_interval {
             self.last_heartbeat = now;

@@ -241,6 +241,13 @@ impl Master {
         put("master/agents_launch_backlogged", c.agents_backlogged as f64);
         put("allocator/launch_backlog_holds", c.backlog_holds as f64);
         put("master/launch_backlog_limit", self.config.launch_backlog as f64);
+        // As Mesos: whether this replica is the elected master (may act now).
+        let now = std::time::Duration::try_from_secs_f64(uptime_secs).unwrap_or_default();
+        put("master/elected", f64::from(u8::from(!self.is_fenced(now))));
+        put("master/leader_changes", c.leader_changes as f64);
+        if let Some(seconds) = c.elected_to_first_offer {
+            put("master/elected_to_first_offer_seconds", seconds);
+        }
         let sorter = self.allocator.sorter();
         for (role, limit) in self.allocator.limits() {
             let consumed = sorter.role_allocation(role);

@@ -32,6 +32,10 @@ pub fn args(data_dir: &std::path::Path) -> OffersArgs {
         max_body_bytes: 4 * 1024 * 1024,
         redirect_to: None,
         advertise_host: None,
+        lease_name: None,
+        lease_namespace: "default".into(),
+        lease_seconds: 8.0,
+        kubeconfig: None,
     }
 }
 
