@@ -79,6 +79,12 @@ pub async fn run(
         };
         let subscription = tokio::select! {
             s = client.subscribe(info) => s,
+            // A standby may have sent the SUBSCRIBE on to a silent leader
+            // while another replica leads already: subscribe there.
+            leader = client.leader_elsewhere(LEADER_CHECK) => {
+                tracing::warn!(leader, "another replica of the offer layer leads; subscribing there");
+                continue;
+            }
             _ = shutdown.changed() => break,
         };
         match subscription {
@@ -119,6 +125,9 @@ pub async fn run(
     Ok(())
 }
 
+/// How often the other replicas of the offer layer are asked who leads
+/// (`SchedulerClient::leader_elsewhere`), when `--master` names several.
+const LEADER_CHECK: Duration = Duration::from_secs(2);
 /// How often the offer layer's quota limits are read.
 const QUOTA_EVERY: Duration = Duration::from_secs(10);
 /// How long one read of them (or one write of their record) may take.
@@ -229,8 +238,11 @@ impl Session<'_> {
         // Mesos: a framework that misses several heartbeats should assume the connection is gone.
         let silence = Duration::from_secs_f64(heartbeat * 3.0);
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let moved = self.client.leader_elsewhere(LEADER_CHECK);
+        tokio::pin!(moved);
         loop {
             tokio::select! {
+                leader = &mut moved => return SubscriptionEnded::LeaderMoved(leader),
                 event = tokio::time::timeout(silence, events.next()) => match event {
                     Err(_) => return SubscriptionEnded::Silent(silence.as_secs()),
                     Ok(None) => return SubscriptionEnded::StreamEnded,

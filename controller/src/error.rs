@@ -90,6 +90,8 @@ pub enum SubscriptionEnded {
     Silent(u64),
     #[error("the master closed the event stream")]
     StreamEnded,
+    #[error("another replica of the offer layer leads now ({0})")]
+    LeaderMoved(String),
     #[error("the event stream from the master broke: {0}")]
     Broken(#[source] mpiswarm_mesos::client::ClientError),
     #[error("the offer round failed: {0}")]

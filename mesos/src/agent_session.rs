@@ -82,6 +82,9 @@ pub struct SessionConfig {
     pub silent_heartbeats: f64,
     /// The least silence that counts as dead, however short the heartbeats.
     pub min_silence: Duration,
+    /// How often the other replicas of the offer layer are asked who leads
+    /// ([`AgentClient::leader_elsewhere`]), when there are others.
+    pub leader_check: Duration,
 }
 
 impl Default for SessionConfig {
@@ -93,6 +96,7 @@ impl Default for SessionConfig {
             update_timeout: Duration::from_secs(30),
             silent_heartbeats: 3.0,
             min_silence: Duration::from_secs(3),
+            leader_check: Duration::from_secs(2),
         }
     }
 }
@@ -129,6 +133,8 @@ enum Ended {
     SubscribeTimedOut,
     Stream(&'static str),
     Silent(Duration),
+    /// Another replica holds the lead; calls now go to it.
+    LeaderMoved(String),
     Withdrawn,
 }
 
@@ -162,6 +168,9 @@ async fn subscribe_forever<A: AgentSide>(client: AgentClient, side: Arc<A>, conf
                 tracing::warn!(timeout = ?config.subscribe_timeout, attempt, "no SUBSCRIBED in time; retrying")
             }
             Ended::Stream(why) => tracing::warn!(why, "event stream ended; re-subscribing"),
+            Ended::LeaderMoved(leader) => {
+                tracing::warn!(leader, "another replica leads the offer layer; re-subscribing there")
+            }
             Ended::Silent(silence) => {
                 // A silent master may be alive and stopped (no connection
                 // is refused): the next replica is asked first.
@@ -186,7 +195,15 @@ async fn until(serving: &mut watch::Receiver<bool>, wanted: bool) {
 /// is reset once SUBSCRIBED arrives.
 async fn session<A: AgentSide>(client: &AgentClient, side: &A, config: SessionConfig, attempt: &mut u32) -> Ended {
     let subscribe = client.subscribe(side.agent_info(), side.reported_tasks());
-    let mut sub = match tokio::time::timeout(config.subscribe_timeout, subscribe).await {
+    // Also while the SUBSCRIBE waits: a standby may have sent it on to a
+    // leader that is silent, and another replica may lead already.
+    let moved = client.leader_elsewhere(config.leader_check);
+    tokio::pin!(moved);
+    let subscribed = tokio::select! {
+        subscribed = tokio::time::timeout(config.subscribe_timeout, subscribe) => subscribed,
+        leader = &mut moved => return Ended::LeaderMoved(leader),
+    };
+    let mut sub = match subscribed {
         Err(_) => return Ended::SubscribeTimedOut,
         Ok(Err(e)) => return Ended::Failed(e),
         Ok(Ok(sub)) => sub,
@@ -197,7 +214,11 @@ async fn session<A: AgentSide>(client: &AgentClient, side: &A, config: SessionCo
     side.connected(true);
     let silence = config.silence(sub.subscribed.heartbeat_interval_seconds);
     loop {
-        match tokio::time::timeout(silence, sub.events.next()).await {
+        let event = tokio::select! {
+            event = tokio::time::timeout(silence, sub.events.next()) => event,
+            leader = &mut moved => return Ended::LeaderMoved(leader),
+        };
+        match event {
             Err(_) => return Ended::Silent(silence),
             Ok(None) => return Ended::Stream("the offer layer closed it"),
             Ok(Some(Err(e))) => {

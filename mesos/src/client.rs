@@ -172,6 +172,34 @@ impl Endpoint {
         Some(next)
     }
 
+    /// Polls the other configured replicas every `every` (`GET
+    /// /master/redirect`, one second each) and returns once one of them
+    /// says it leads itself, having pointed calls at it: a replica says so
+    /// only while it holds the offer layer's Lease, so a client whose
+    /// leader went silent (stopped, cut off) follows the new leader as soon
+    /// as there is one, without waiting out its heartbeats or a SUBSCRIBE
+    /// timeout against the silent one. Never returns with one master.
+    pub async fn leader_elsewhere(&self, every: Duration) -> String {
+        loop {
+            tokio::time::sleep(every).await;
+            let current = self.url();
+            for base in self.masters.others(&current) {
+                let mut req = self.http.get(format!("{base}/master/redirect")).timeout(Duration::from_secs(1));
+                if let Some((user, pass)) = &self.credentials {
+                    req = req.basic_auth(user, Some(pass));
+                }
+                let Ok(resp) = req.send().await else { continue };
+                let location = resp.headers().get("Location").and_then(|l| l.to_str().ok()).unwrap_or_default();
+                if resp.status().is_redirection()
+                    && let Some(next) = self.masters.claimed_lead(&current, &base, location)
+                {
+                    self.set_url(next.clone());
+                    return next;
+                }
+            }
+        }
+    }
+
     fn set_url(&self, url: String) {
         if let Ok(mut u) = self.url.lock() {
             *u = url;
@@ -395,6 +423,12 @@ impl SchedulerClient {
         self.endpoint.move_on()
     }
 
+    /// Returns once another configured replica says it leads, calls pointed
+    /// at it ([`Endpoint::leader_elsewhere`]).
+    pub async fn leader_elsewhere(&self, every: Duration) -> String {
+        self.endpoint.leader_elsewhere(every).await
+    }
+
     /// [`Endpoint::with_call_timeout`].
     pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
         self.endpoint = self.endpoint.with_call_timeout(timeout);
@@ -472,6 +506,12 @@ impl AgentClient {
     /// configured replica ([`Endpoint::move_on`]), if there is one.
     pub fn move_on(&self) -> Option<String> {
         self.endpoint.move_on()
+    }
+
+    /// Returns once another configured replica says it leads, calls pointed
+    /// at it ([`Endpoint::leader_elsewhere`]).
+    pub async fn leader_elsewhere(&self, every: Duration) -> String {
+        self.endpoint.leader_elsewhere(every).await
     }
 
     /// SUBSCRIBEs and waits for SUBSCRIBED (which carries the agent id to persist).

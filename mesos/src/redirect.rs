@@ -97,6 +97,35 @@ impl Masters {
         Some(moved.to_string())
     }
 
+    /// The configured masters other than the one `current` reaches, as
+    /// base URLs (`scheme://host:port`), in their order. Pure.
+    pub fn others(&self, current: &str) -> Vec<String> {
+        let at = Origin::of(current);
+        self.origins
+            .iter()
+            .filter(|o| Some(*o) != at.as_ref())
+            .map(|o| format!("{}://{}:{}", o.scheme, o.host, o.port))
+            .collect()
+    }
+
+    /// The replica at `asked` (a base URL from [`Masters::others`]) answered
+    /// `GET /master/redirect` with `location`: when it names itself, it
+    /// holds the lead, and this is `current` moved to it (same path). A
+    /// replica naming another is only passing on what it last read, and
+    /// moves no one. Pure.
+    pub fn claimed_lead(&self, current: &str, asked: &str, location: &str) -> Option<String> {
+        let claimant = Origin::of(asked)?;
+        let named = Origin::of(&self.follow(asked, location).ok()?)?;
+        if named != claimant || Origin::of(current).as_ref() == Some(&claimant) {
+            return None;
+        }
+        let mut moved = reqwest::Url::parse(current).ok()?;
+        moved.set_scheme(&claimant.scheme).ok()?;
+        moved.set_host(Some(&claimant.host)).ok()?;
+        moved.set_port(Some(claimant.port)).ok()?;
+        Some(moved.to_string())
+    }
+
     /// The URL to call instead of `current` when it answered a redirect to
     /// `location`, or why the redirect is not followed.
     pub fn follow(&self, current: &str, location: &str) -> Result<String, RedirectRefusal> {
@@ -124,6 +153,22 @@ mod tests {
     use super::*;
 
     const SCHEDULER: &str = "/api/v1/scheduler";
+
+    #[test]
+    fn only_a_replica_that_names_itself_the_leader_moves_a_client_to_it() {
+        let masters = Masters::new("http://a:5050").with("http://b:5051").with("http://c:5052");
+        let current = format!("http://a:5050{SCHEDULER}");
+        assert_eq!(masters.others(&current), vec!["http://b:5051".to_owned(), "http://c:5052".to_owned()]);
+        assert_eq!(
+            masters.claimed_lead(&current, "http://b:5051", "//b:5051").as_deref(),
+            Some("http://b:5051/api/v1/scheduler")
+        );
+        assert_eq!(masters.claimed_lead(&current, "http://b:5051", "//c:5052"), None, "hearsay");
+        assert_eq!(masters.claimed_lead(&current, "http://b:5051", "//a:5050"), None, "names the current");
+        assert_eq!(masters.claimed_lead(&current, "http://b:5051", "//x:1"), None, "not a configured master");
+        let at_b = format!("http://b:5051{SCHEDULER}");
+        assert_eq!(masters.claimed_lead(&at_b, "http://b:5051", "//b:5051"), None, "already there");
+    }
 
     #[test]
     fn a_protocol_relative_location_to_a_known_replica_keeps_the_scheme() {

@@ -179,6 +179,7 @@ fn fast() -> SessionConfig {
         update_timeout: Duration::from_secs(5),
         silent_heartbeats: 3.0,
         min_silence: Duration::from_millis(300),
+        leader_check: Duration::from_millis(100),
     }
 }
 
