@@ -31,6 +31,15 @@ impl Origin {
         let host = url.host_str()?.to_ascii_lowercase();
         Some(Self { scheme: url.scheme().to_owned(), host, port: url.port_or_known_default()? })
     }
+
+    /// `url` (path and query kept) on this origin instead of its own.
+    fn rebase(&self, url: &str) -> Option<String> {
+        let mut moved = reqwest::Url::parse(url).ok()?;
+        moved.set_scheme(&self.scheme).ok()?;
+        moved.set_host(Some(&self.host)).ok()?;
+        moved.set_port(Some(self.port)).ok()?;
+        Some(moved.to_string())
+    }
 }
 
 /// Why a redirect was not followed.
@@ -86,15 +95,10 @@ impl Masters {
         if self.origins.len() < 2 {
             return None;
         }
-        let url = reqwest::Url::parse(current).ok()?;
         let at = Origin::of(current)?;
         let index = self.origins.iter().position(|o| *o == at);
         let next = &self.origins[index.map_or(0, |i| (i + 1) % self.origins.len())];
-        let mut moved = url;
-        moved.set_scheme(&next.scheme).ok()?;
-        moved.set_host(Some(&next.host)).ok()?;
-        moved.set_port(Some(next.port)).ok()?;
-        Some(moved.to_string())
+        next.rebase(current)
     }
 
     /// The configured masters other than the one `current` reaches, as
@@ -119,11 +123,7 @@ impl Masters {
         if named != claimant || Origin::of(current).as_ref() == Some(&claimant) {
             return None;
         }
-        let mut moved = reqwest::Url::parse(current).ok()?;
-        moved.set_scheme(&claimant.scheme).ok()?;
-        moved.set_host(Some(&claimant.host)).ok()?;
-        moved.set_port(Some(claimant.port)).ok()?;
-        Some(moved.to_string())
+        claimant.rebase(current)
     }
 
     /// The URL to call instead of `current` when it answered a redirect to
