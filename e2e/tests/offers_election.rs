@@ -8,11 +8,21 @@
 //! and exits, as a Mesos master that loses leadership does. A restarted
 //! replica stands by; `kill -9` of the leader hands the Lease to it, and it
 //! offers too. The task launched before the first change runs through both
-//! changes and is reconciled as running by each new leader.
+//! changes and is reconciled as running by each new leader. The replicas
+//! keep their registry in the API server (an `OfferRegistry`), which each
+//! new leader claims: it names the leader and holds the framework and agent.
+//!
+//! A real Mesos client library, mesoshttp (PyPI), given only a standby,
+//! subscribes through it (its HTTP library follows the 307 to the leader),
+//! takes offers, and after the leader is killed subscribes again with its
+//! framework id (known to the new leader from the shared registry) and
+//! takes offers from the new leader.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use mpiswarm_mesos::client::{Backoff, SchedulerClient};
 use mpiswarm_mesos::scheduler::{Call, EventType};
 use mpiswarm_mesos::{FrameworkInfo, Resource, TaskState};
+use mpiswarm_offers::registry_api::OfferRegistry;
 use mpiswarm_testkit::scheduler::{Framework, healthy, task, within};
 use mpiswarm_testkit::{DEADLINE, TestAgent};
 use std::io::BufRead;
@@ -88,6 +98,28 @@ impl Proc {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// Installs the CRD of the replicas' registry, as `mpiswarm up` and the
+/// manifests do (a replica never installs it), and returns a client.
+async fn install_registry_crd(kubeconfig: &str) -> kube::Client {
+    let _already = rustls::crypto::ring::default_provider().install_default();
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("the API server's kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .expect("a client configuration");
+    let client = kube::Client::try_from(config).expect("a client");
+    let crds: kube::Api<CustomResourceDefinition> = kube::Api::all(client.clone());
+    crds.create(&kube::api::PostParams::default(), &mpiswarm_offers::registry_api::crd())
+        .await
+        .expect("the OfferRegistry CRD is created");
+    client
+}
+
+/// The replicas' registry as the API server holds it.
+async fn registry(client: &kube::Client) -> OfferRegistry {
+    let api: kube::Api<OfferRegistry> = kube::Api::namespaced(client.clone(), "default");
+    api.get("mpiswarm-offers").await.expect("the OfferRegistry of the Lease's name")
 }
 
 /// A replica listening on `listen` (`127.0.0.1:0`: a port the system picks).
@@ -170,6 +202,36 @@ async fn subscribe(masters: &str, info: &FrameworkInfo) -> Framework {
     Framework { client, subscribed: sub.subscribed, events: sub.events, info }
 }
 
+/// An API server with the registry's CRD, and two replicas agreeing on a leader.
+struct Replicas {
+    api: Proc,
+    kube: kube::Client,
+    kubeconfig: String,
+    /// Each replica's process and URL.
+    replicas: Vec<(Proc, String)>,
+    /// The leader's URL, and which of the two leads and which stands by.
+    leader: String,
+    old: usize,
+    standby: usize,
+}
+
+async fn two_replicas(dir: &std::path::Path) -> Replicas {
+    let _ = tracing_subscriber::fmt().with_max_level(tracing_subscriber::filter::LevelFilter::INFO).try_init();
+    let api_dir = dir.join("api");
+    let api =
+        Proc::start("apiserver", &["apiserver", "--listen", "127.0.0.1:0", "--data-dir", api_dir.to_str().unwrap()]);
+    let kubeconfig = api.announced.split("kubeconfig: ").nth(1).expect("the kubeconfig's path").trim().to_owned();
+    let kube = install_registry_crd(&kubeconfig).await;
+    let replicas = vec![replica(dir, "a", ANY_PORT, &kubeconfig), replica(dir, "b", ANY_PORT, &kubeconfig)];
+    for (_, url) in &replicas {
+        healthy(url).await;
+    }
+    let urls: Vec<&str> = replicas.iter().map(|(_, u)| u.as_str()).collect();
+    let leader = agreed_leader(&urls, &urls).await;
+    let (old, standby) = if leader == urls[0] { (0, 1) } else { (1, 0) };
+    Replicas { api, kube, kubeconfig, replicas, leader, old, standby }
+}
+
 /// The framework reconciles and the leader answers that `task` runs.
 async fn reconciled_running(f: &mut Framework, task: &str) {
     f.client.call(&Call::reconcile(f.id(), vec![])).await.expect("RECONCILE");
@@ -179,22 +241,9 @@ async fn reconciled_running(f: &mut Framework, task: &str) {
 
 #[tokio::test]
 async fn a_stopped_leader_is_fenced_and_exits_and_a_killed_one_is_replaced_and_no_task_is_killed() {
-    let _ = tracing_subscriber::fmt().with_max_level(tracing_subscriber::filter::LevelFilter::INFO).try_init();
     let dir = tempfile::tempdir().unwrap();
-    let api_dir = dir.path().join("api");
-    let api =
-        Proc::start("apiserver", &["apiserver", "--listen", "127.0.0.1:0", "--data-dir", api_dir.to_str().unwrap()]);
-    let kubeconfig = api.announced.split("kubeconfig: ").nth(1).expect("the kubeconfig's path").trim().to_owned();
-
-    let mut replicas =
-        vec![replica(dir.path(), "a", ANY_PORT, &kubeconfig), replica(dir.path(), "b", ANY_PORT, &kubeconfig)];
-    for (_, url) in &replicas {
-        healthy(url).await;
-    }
-    let urls: Vec<String> = replicas.iter().map(|(_, u)| u.clone()).collect();
-    let leader = agreed_leader(&[&urls[0], &urls[1]], &[&urls[0], &urls[1]]).await;
-    let (old, standby) = if leader == urls[0] { (0, 1) } else { (1, 0) };
-    let standby_url = urls[standby].clone();
+    let Replicas { api, kube, kubeconfig, mut replicas, leader, old, standby } = two_replicas(dir.path()).await;
+    let standby_url = replicas[standby].1.clone();
     // Clients are given every replica, the standby first.
     let masters = format!("{standby_url},{leader}");
 
@@ -229,6 +278,11 @@ async fn a_stopped_leader_is_fenced_and_exits_and_a_killed_one_is_replaced_and_n
     assert_eq!(metrics["master/leader_changes"], 2.0, "the first leader, then itself: {metrics}");
     let first_offer = metrics["master/elected_to_first_offer_seconds"].as_f64().expect("timed");
     assert!((0.0..15.0).contains(&first_offer), "{metrics}");
+    // The new leader claimed the registry its predecessor wrote.
+    let shared = registry(&kube).await.spec;
+    assert_eq!(format!("http://{}", shared.holder), standby_url, "the leader holds the registry");
+    assert!(shared.state.frameworks.contains_key(&f.id().value), "the framework is registered: {:?}", shared.state);
+    assert_eq!(shared.state.agents.len(), 1, "the agent is registered: {:?}", shared.state);
 
     // Continued, the old leader sends nothing on the stream it still holds
     // for the first framework (unfenced, it would rescind and re-offer
@@ -278,5 +332,62 @@ async fn a_stopped_leader_is_fenced_and_exits_and_a_killed_one_is_replaced_and_n
         "no task was killed: {:?}",
         agent.tasks()
     );
+    drop(api);
+}
+
+/// The next JSON line of the mesoshttp driver, within `deadline`.
+async fn next_line(
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    deadline: Duration,
+) -> serde_json::Value {
+    let line = tokio::time::timeout(deadline, lines.next_line())
+        .await
+        .expect("the mesoshttp driver said something in time")
+        .expect("its stdout reads")
+        .expect("it is still running");
+    eprintln!("[mesoshttp] {line}");
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+}
+
+#[tokio::test]
+async fn mesoshttp_given_a_standby_subscribes_through_it_and_takes_offers_from_each_leader() {
+    use tokio::io::AsyncBufReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let Replicas { api, mut replicas, leader, old, standby, .. } = two_replicas(dir.path()).await;
+    let standby_url = replicas[standby].1.clone();
+    let cpus = vec![Resource::scalar("cpus", 4.0), Resource::scalar("mem", 4096.0)];
+    let agent = TestAgent::start(&format!("{standby_url},{leader}"), "node1", cpus);
+
+    // mesoshttp is given the standby only.
+    let driver = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mesoshttp_failover.py");
+    let mut child = tokio::process::Command::new("python3")
+        .arg(driver)
+        .arg(&standby_url)
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python3 runs");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+    // mesoshttp calls the standby; the HTTP library under it (requests)
+    // follows the 307 to the leader, where the framework is registered.
+    let subscribed = next_line(&mut lines, DEADLINE).await;
+    assert_eq!(subscribed["subscribed"], standby_url.as_str(), "{subscribed}");
+    let framework = subscribed["framework_id"].as_str().expect("a framework id").to_owned();
+    let state: serde_json::Value =
+        reqwest::get(format!("{leader}/master/state")).await.expect("the leader's state").json().await.expect("JSON");
+    let at_leader = state["frameworks"].as_array().into_iter().flatten().any(|f| f["id"] == framework.as_str());
+    assert!(at_leader, "the framework is registered with the leader: {state}");
+    let first = next_line(&mut lines, DEADLINE).await;
+    let first_master = first["offers_from"].as_str().expect("an offer").to_owned();
+    assert!(framework.starts_with(&first_master), "offered by the leader that registered it: {first}");
+    replicas[old].0.child.kill().expect("SIGKILL");
+    let killed = Instant::now();
+    let again = next_line(&mut lines, DEADLINE).await;
+    assert_eq!(again["framework_id"], framework.as_str(), "subscribed again with its framework id: {again}");
+    let second = next_line(&mut lines, DEADLINE).await;
+    let second_master = second["offers_from"].as_str().expect("an offer");
+    assert_ne!(second_master, first_master, "offers from another master: {second}");
+    eprintln!("mesoshttp: offers from the new leader {:.1} s after kill -9 of the old", killed.elapsed().as_secs_f64());
+    drop(agent);
     drop(api);
 }

@@ -208,7 +208,14 @@ impl LeaseLock {
 /// Runs the election until this replica, having led, loses the Lease (or
 /// cannot renew it past its fence): then every stream is closed, the master
 /// is fenced for good, and the error says why. Never ends while standing by.
-pub async fn run(shared: &std::sync::Arc<crate::http::Shared>, lock: &LeaseLock) -> ElectionError {
+/// Once it holds the Lease, a replica claims the shared `registry` and
+/// recovers from it before it acts; while the claim fails it holds the
+/// Lease without acting, and tries again on the next round.
+pub async fn run(
+    shared: &std::sync::Arc<crate::http::Shared>,
+    lock: &LeaseLock,
+    registry: &crate::registry_api::ApiRegistry,
+) -> ElectionError {
     let mut observed = Observed::default();
     let mut led = false;
     let mut holder: Option<String> = None;
@@ -236,9 +243,24 @@ pub async fn run(shared: &std::sync::Arc<crate::http::Shared>, lock: &LeaseLock)
         }
         match outcome {
             Outcome::Holds { sent } => {
+                let recovered = if led {
+                    None
+                } else {
+                    let claim = tokio::time::timeout(lock.timing.retry * 2, registry.claim()).await;
+                    match claim.unwrap_or_else(|_| {
+                        Err(crate::registry_api::ApiRegistryError::TimedOut { object: registry.object() })
+                    }) {
+                        Ok(state) => Some(state),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "holding the Lease, but the registry is not claimed; not leading yet");
+                            continue;
+                        }
+                    }
+                };
                 let mut master = shared.master();
-                if !led {
-                    master.begin_leading(now);
+                if let Some(state) = recovered {
+                    master.adopt(state);
+                    master.begin_leading(shared.now());
                     tracing::info!(identity = %lock.identity, "leading: this offer layer holds the Lease");
                 }
                 master.set_fence(Some(sent + lock.timing.fence));

@@ -5,7 +5,9 @@
 //! - [`allocator`]: the allocation loop (agents, filters, suppression);
 //! - [`master`]: the master's bookkeeping (frameworks, agents, offers, tasks,
 //!   status updates, failover) that turns calls into events;
-//! - [`registry`]: what survives a restart, on disk;
+//! - [`registry`]: what survives a restart, on disk (one replica);
+//! - [`registry_api`]: the same in the API server, shared by replicas elected
+//!   with a Lease, fenced by its resourceVersion;
 //! - [`registrar`]: the thread that writes the registry, in order, off the
 //!   async workers and the master's lock;
 //! - [`http`]: the HTTP surface (scheduler API, agent API, state, metrics);
@@ -28,6 +30,7 @@ pub mod leadership;
 pub mod master;
 pub mod registrar;
 pub mod registry;
+pub mod registry_api;
 pub mod server;
 pub mod validation;
 

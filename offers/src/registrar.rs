@@ -1,6 +1,6 @@
 //! The registrar: writes registry snapshots on one dedicated thread, in the
-//! order the master made them, so no fsync ever runs on a tokio worker or
-//! under the master's lock. The master hands over a snapshot and gets a
+//! order the master made them, so no fsync (or, with replicas, no write to
+//! the API server) ever runs on a tokio worker or under the master's lock. The master hands over a snapshot and gets a
 //! [`Ticket`]; whoever must answer a client for that change (SUBSCRIBE,
 //! TEARDOWN, UPDATE_FRAMEWORK, an agent's SUBSCRIBE) awaits the ticket after
 //! the lock is released, and fails the call if the write failed. Every
@@ -58,6 +58,15 @@ impl Registrar {
     /// Starts the writer thread for the registry file `path`. The thread ends
     /// when the registrar is dropped, after the snapshots already handed over.
     pub fn spawn(path: PathBuf) -> Result<Self, RegistryError> {
+        Self::spawn_writing(move |state| write_atomically(&path, state).map_err(|e| e.to_string()))
+    }
+
+    /// Starts the writer thread with `write` as the way a snapshot is made
+    /// durable (the file of [`Registrar::spawn`], or the API server's
+    /// object of [`crate::registry_api`]); it runs on that thread only.
+    pub fn spawn_writing(
+        mut write: impl FnMut(&RegistryState) -> Result<(), String> + Send + 'static,
+    ) -> Result<Self, RegistryError> {
         let (snapshots, rx) = mpsc::channel::<(u64, RegistryState)>();
         let (progress_tx, progress) = watch::channel(Progress::default());
         std::thread::Builder::new()
@@ -68,7 +77,7 @@ impl Registrar {
                         job = newer;
                     }
                     let (seq, state) = job;
-                    let result = write_atomically(&path, &state);
+                    let result = write(&state);
                     if let Err(e) = &result {
                         tracing::error!(error = %e, "registry write failed");
                     }
@@ -82,7 +91,7 @@ impl Registrar {
                             }
                             Err(e) => {
                                 p.failures += 1;
-                                p.last_error = Some(e.to_string());
+                                p.last_error = Some(e);
                             }
                         }
                     });

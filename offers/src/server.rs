@@ -7,6 +7,7 @@ use crate::http::{HttpConfig, Shared, router};
 use crate::master::{Master, MasterConfig, WallClock};
 use crate::registrar::Registrar;
 use crate::registry::Registry;
+use crate::registry_api::ApiRegistry;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -19,9 +20,10 @@ pub struct OffersArgs {
     /// Address to serve the scheduler API, agent API and operator endpoints on.
     #[arg(long, default_value = "127.0.0.1:5050", env = "MPISWARM_OFFERS_LISTEN")]
     pub listen: SocketAddr,
-    /// Directory of the registry (agent and framework ids survive restarts here).
-    #[arg(long, env = "MPISWARM_OFFERS_DATA_DIR")]
-    pub data_dir: PathBuf,
+    /// Directory of the registry (agent and framework ids survive restarts
+    /// here). Replicas (--lease-name) keep it in the API server instead.
+    #[arg(long, env = "MPISWARM_OFFERS_DATA_DIR", required_unless_present = "lease_name")]
+    pub data_dir: Option<PathBuf>,
     /// Role weights for DRF, e.g. `mpi=2,batch=1` (default weight 1).
     #[arg(long, default_value = "", value_parser = parse_weights, env = "MPISWARM_OFFERS_WEIGHTS")]
     pub weights: BTreeMap<String, f64>,
@@ -76,8 +78,11 @@ pub struct OffersArgs {
     pub redirect_to: Option<String>,
     /// Run as one of several replicas: the leader is elected with this
     /// `coordination.k8s.io/v1` Lease (holder: the advertised HOST:PORT);
-    /// the others redirect callers to it. Needs a kubeconfig (--kubeconfig,
-    /// else in-cluster or $KUBECONFIG). Without it this is the only replica.
+    /// the others redirect callers to it. The registry is then the
+    /// `OfferRegistry` of the same name and namespace in the API server
+    /// (its CRD installed beforehand), not --data-dir. Needs a kubeconfig
+    /// (--kubeconfig, else in-cluster or $KUBECONFIG). Without it this is
+    /// the only replica.
     #[arg(long, env = "MPISWARM_OFFERS_LEASE_NAME")]
     pub lease_name: Option<String>,
     /// Namespace of the Lease.
@@ -117,6 +122,8 @@ pub enum Error {
     Panicked(String),
     #[error("cannot reach the API server for the Lease: {0}")]
     Kube(String),
+    #[error("--data-dir is required without --lease-name (a single replica keeps its registry on disk)")]
+    NoDataDir,
     #[error(transparent)]
     Election(#[from] crate::election::ElectionError),
     #[error("cannot install the {signal} handler: {source}")]
@@ -232,8 +239,6 @@ impl Running {
 
 /// Binds, recovers from the registry and starts serving in the background.
 pub async fn start(args: OffersArgs) -> Result<Running, Error> {
-    let registry = Registry::open(&args.data_dir)?;
-    let registrar = Registrar::spawn(registry.path().to_owned())?;
     let credentials = args.credentials.as_deref().map(mpiswarm_mesos::basic_auth::Principals::read).transpose()?;
     let acls = args.acls.as_deref().map(crate::acl::Acls::read).transpose()?.unwrap_or_default();
     let tls = mpiswarm_mesos::tls::server_config_from_flags(args.tls_cert.as_deref(), args.tls_key.as_deref())?;
@@ -259,10 +264,36 @@ pub async fn start(args: OffersArgs) -> Result<Running, Error> {
         acls,
         launch_backlog: args.agent_launch_backlog,
     };
+    let identity = format!("{}:{}", config.hostname, config.port);
+    let (state, registrar, election) = match &args.lease_name {
+        None => {
+            let registry = Registry::open(args.data_dir.as_deref().ok_or(Error::NoDataDir)?)?;
+            let registrar = Registrar::spawn(registry.path().to_owned())?;
+            (registry.state, registrar, None)
+        }
+        Some(name) => {
+            let client = kube_client(&args).await?;
+            let lock = crate::election::LeaseLock {
+                api: kube::Api::namespaced(client.clone(), &args.lease_namespace),
+                namespace: args.lease_namespace.clone(),
+                name: name.clone(),
+                identity: identity.clone(),
+                timing: crate::election::Timing::of_lease(Duration::from_secs_f64(args.lease_seconds.max(0.8))),
+            };
+            let shared_registry = ApiRegistry::new(client, &args.lease_namespace, name, &identity);
+            let writer = shared_registry.clone();
+            let runtime = tokio::runtime::Handle::current();
+            let registrar = Registrar::spawn_writing(move |state| {
+                runtime.block_on(writer.write(state)).map_err(|e| e.to_string())
+            })?;
+            // A standby knows nothing until it wins the Lease and claims the registry.
+            (crate::registry::RegistryState::default(), registrar, Some((lock, shared_registry)))
+        }
+    };
     // The master's time starts now: `now` counts from this instant, and
     // wall-clock timestamps from the wall time read here, once.
     let started = std::time::Instant::now();
-    let master = Master::new(config, registry.state, registrar, WallClock::system());
+    let master = Master::new(config, state, registrar, WallClock::system());
     if master.is_recovering() {
         tracing::info!("registry read: frameworks are served; registered agents have until the re-register timeout");
     }
@@ -271,19 +302,14 @@ pub async fn start(args: OffersArgs) -> Result<Running, Error> {
         HttpConfig { credentials, redirect_to: args.redirect_to.clone(), max_body_bytes: args.max_body_bytes },
         started,
     );
-    let election = match &args.lease_name {
-        Some(name) => {
-            let lock = lease_lock(&args, name, shared.own_address()).await?;
-            // A replica starts as a standby: it takes no call and runs no
-            // timer until it holds the Lease.
-            shared.master().set_fence(Some(Duration::ZERO));
-            shared.leadership.set(crate::leadership::Leadership::Following { leader: None });
-            tracing::info!(lease = %format!("{}/{}", lock.namespace, lock.name), identity = %lock.identity,
-                timing = ?lock.timing, "standing by for the offer layer's Lease");
-            Some(lock)
-        }
-        None => None,
-    };
+    if let Some((lock, registry)) = &election {
+        // A replica starts as a standby: it takes no call and runs no
+        // timer until it holds the Lease.
+        shared.master().set_fence(Some(Duration::ZERO));
+        shared.leadership.set(crate::leadership::Leadership::Following { leader: None });
+        tracing::info!(lease = %format!("{}/{}", lock.namespace, lock.name), registry = %registry.object(),
+            identity = %lock.identity, timing = ?lock.timing, "standing by for the offer layer's Lease");
+    }
     let clock = {
         let shared = shared.clone();
         async move {
@@ -303,7 +329,9 @@ pub async fn start(args: OffersArgs) -> Result<Running, Error> {
         async move {
             let elected = async {
                 match election {
-                    Some(lock) => Err(Error::Election(crate::election::run(&shared, &lock).await)),
+                    Some((lock, registry)) => {
+                        Err(Error::Election(crate::election::run(&shared, &lock, &registry).await))
+                    }
                     None => std::future::pending().await,
                 }
             };
@@ -370,8 +398,9 @@ fn serve(
     (task, stop)
 }
 
-/// The Lease of `--lease-name`, through the kubeconfig's API server.
-async fn lease_lock(args: &OffersArgs, name: &str, identity: String) -> Result<crate::election::LeaseLock, Error> {
+/// The client of `--kubeconfig` (else in-cluster or $KUBECONFIG), for the
+/// Lease and the registry of `--lease-name`.
+async fn kube_client(args: &OffersArgs) -> Result<kube::Client, Error> {
     let _already = rustls::crypto::ring::default_provider().install_default();
     let config = match &args.kubeconfig {
         Some(path) => {
@@ -383,14 +412,7 @@ async fn lease_lock(args: &OffersArgs, name: &str, identity: String) -> Result<c
         }
         None => kube::Config::infer().await.map_err(|e| Error::Kube(e.to_string()))?,
     };
-    let client = kube::Client::try_from(config).map_err(|e| Error::Kube(e.to_string()))?;
-    Ok(crate::election::LeaseLock {
-        api: kube::Api::namespaced(client, &args.lease_namespace),
-        namespace: args.lease_namespace.clone(),
-        name: name.to_owned(),
-        identity,
-        timing: crate::election::Timing::of_lease(Duration::from_secs_f64(args.lease_seconds.max(0.8))),
-    })
+    kube::Client::try_from(config).map_err(|e| Error::Kube(e.to_string()))
 }
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM, with the signal's name.

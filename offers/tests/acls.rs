@@ -273,7 +273,7 @@ async fn operator_endpoints_answer_operators_only() {
 #[tokio::test]
 async fn without_acls_everything_is_allowed_but_ids_stay_bound() {
     let c = Cluster::start_with(|a| {
-        let dir = a.data_dir.clone();
+        let dir = a.data_dir.clone().expect("a data dir");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("credentials.json"), CREDENTIALS).unwrap();
         a.credentials = Some(dir.join("credentials.json"));

@@ -84,10 +84,9 @@ pub async fn mesos_health(State(shared): State<Arc<Shared>>) -> Probe {
 
 pub async fn state(State(shared): State<Arc<Shared>>) -> Json<serde_json::Value> {
     let uptime = shared.now().as_secs_f64();
-    let own = shared.own_address();
     let mut state = shared.master().state_json(uptime);
     // As Mesos: the leading master's pid (absent while none is known).
-    if let Some(leader) = shared.leadership.get().leader(&own) {
+    if let Some(leader) = shared.known_leader() {
         state["leader"] = serde_json::Value::String(format!("master@{leader}"));
     }
     Json(state)
@@ -95,10 +94,10 @@ pub async fn state(State(shared): State<Arc<Shared>>) -> Json<serde_json::Value>
 
 /// `GET /master/redirect` (and `/redirect`), as Mesos answers it: 307 to the
 /// leading replica (`//HOST:PORT`), from the leader to itself; 503 while
-/// no leader is known.
+/// no leader is known, and from a leader past its fence (clients that poll
+/// this to find the leader must not be sent back to a silent one).
 pub async fn redirect(State(shared): State<Arc<Shared>>) -> Response {
-    let own = shared.own_address();
-    match shared.leadership.get().leader(&own) {
+    match shared.known_leader() {
         Some(leader) => super::redirect(&format!("//{leader}"), format!("the leading offer layer is {leader}")),
         None => super::text(StatusCode::SERVICE_UNAVAILABLE, "no leading offer layer is known yet"),
     }

@@ -79,6 +79,17 @@ impl Shared {
         format!("{}:{}", master.config.hostname, master.config.port)
     }
 
+    /// `HOST:PORT` of the leading replica as this one knows it: itself while
+    /// it leads and its fence has not passed, else the Lease's holder it read
+    /// last; `None` while none is known.
+    pub fn known_leader(&self) -> Option<String> {
+        let own = self.own_address();
+        match self.leadership.get() {
+            Leadership::Leading if self.master().is_fenced(self.now()) => None,
+            other => other.leader(&own).map(str::to_owned),
+        }
+    }
+
     /// What a standby answers to a call for `path` instead of handling it
     /// ([`Leadership::refuse`]); `None` while this replica leads.
     /// A replica that believes it leads but whose fence has passed (it could

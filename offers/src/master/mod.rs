@@ -110,31 +110,19 @@ impl Master {
         for (role, limit) in &config.quotas {
             allocator.set_limit(role, limit.clone());
         }
-        let ids: HashSet<String> = state.agents.keys().cloned().collect();
-        let awaited_agents =
-            (!ids.is_empty()).then_some(AwaitedAgents { ids, deadline: config.agent_reregister_timeout });
-        let mut frameworks = HashMap::new();
-        for (id, info) in &state.frameworks {
-            let id = mpiswarm_mesos::FrameworkId::new(id);
-            frameworks.insert(id.value.clone(), Framework::recovered(id, Some(info.clone())));
-        }
-        for fw in frameworks.values() {
-            allocator.add_framework(fw.id.value.as_str(), &fw.roles, &[]);
-            allocator.set_framework_active(&fw.id.value, false);
-        }
-        Self {
+        let mut master = Self {
             config,
             master_id: uuid::Uuid::new_v4().to_string(),
             clock,
             allocator,
-            registry: state,
+            registry: RegistryState::default(),
             registrar,
-            frameworks,
+            frameworks: HashMap::new(),
             agents: HashMap::new(),
             offers: HashMap::new(),
             tasks: HashMap::new(),
             executors: HashMap::new(),
-            awaited_agents,
+            awaited_agents: None,
             completed_tasks: VecDeque::new(),
             next_id: 0,
             last_heartbeat: Duration::ZERO,
@@ -142,7 +130,27 @@ impl Master {
             fence: None,
             elected_at: None,
             counters: Counters::default(),
+        };
+        master.adopt(state);
+        master
+    }
+
+    /// Recovers from the registry's `state`, in a master that knows no
+    /// framework or agent yet (at start, or a standby that won the Lease and
+    /// read the shared registry): its frameworks are known, not connected;
+    /// its agents are awaited for `agent_reregister_timeout`.
+    pub fn adopt(&mut self, state: RegistryState) {
+        let ids: HashSet<String> = state.agents.keys().cloned().collect();
+        self.awaited_agents =
+            (!ids.is_empty()).then_some(AwaitedAgents { ids, deadline: self.config.agent_reregister_timeout });
+        for (id, info) in &state.frameworks {
+            let id = mpiswarm_mesos::FrameworkId::new(id);
+            let fw = Framework::recovered(id, Some(info.clone()));
+            self.allocator.add_framework(fw.id.value.as_str(), &fw.roles, &[]);
+            self.allocator.set_framework_active(&fw.id.value, false);
+            self.frameworks.insert(fw.id.value.clone(), fw);
         }
+        self.registry = state;
     }
 
     /// Whether this master must not act at `now`: it is a standby, or it led

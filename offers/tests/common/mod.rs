@@ -16,7 +16,7 @@ pub use mpiswarm_testkit::DEADLINE;
 pub fn args(data_dir: &std::path::Path) -> OffersArgs {
     OffersArgs {
         listen: "127.0.0.1:0".parse().unwrap(),
-        data_dir: data_dir.to_owned(),
+        data_dir: Some(data_dir.to_owned()),
         weights: Default::default(),
         quota: Default::default(),
         allocation_interval: 0.05,
