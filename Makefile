@@ -58,7 +58,7 @@ test-all: ## every test: make unit's and those that need Docker, kubectl and the
 # starts no multi-node cluster (scripts/test-targets lists them from cargo
 # metadata, so a new test joins by itself) under cargo-nextest, two at a
 # time, each in a process of its own, the doc tests, then the e2e binaries
-# suite, faults and stack, each on its own 3-node cluster, and attacks, on
+# suite, faults, master_failover and stack, each on its own 3-node cluster, and attacks, on
 # a 2-node `up --split`, one after another. Nothing runs beside the e2e suite: with the rest of the tests
 # beside it (tried: one .ci/run), one of the load case's 100 jobs failed
 # when the node's engine could not start its container ("unable to remount
@@ -77,7 +77,7 @@ test-all: ## every test: make unit's and those that need Docker, kubectl and the
 # e2e/src/binary.rs) instead of each building it: a cargo command links
 # target/debug/mpiswarm anew even when nothing changed, and the copy cannot
 # be replaced under a running cluster.
-CLUSTERS = suite faults stack attacks
+CLUSTERS = suite faults master_failover stack attacks
 FLAGS = --workspace --no-fail-fast $(ENGINE)
 TEST = $(CARGO) test $(FLAGS)
 NEXTEST = $(CARGO) nextest run $(FLAGS) --test-threads 2
@@ -98,6 +98,7 @@ define every-test
 	{ $(TEST) --doc || failed=1; } && \
 	{ $(TEST) --test suite || failed=1; } && \
 	{ $(TEST) --test faults || failed=1; } && \
+	{ $(TEST) --test master_failover || failed=1; } && \
 	{ $(TEST) --test stack || failed=1; } && \
 	{ $(TEST) --test attacks || failed=1; } && \
 	{ scripts/volumes-left check $$vols || failed=1; } && \

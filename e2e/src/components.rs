@@ -120,3 +120,16 @@ impl Cluster {
         serde_json::from_str(&body).map_err(|e| format!("/state of {hostname}: {e}: {body}"))
     }
 }
+
+/// SIGCONT to component `name` of `cluster` when dropped: a test that
+/// stops one (SIGSTOP) continues it also when it fails half-way.
+pub struct Thaw<'a> {
+    pub cluster: &'a Cluster,
+    pub name: String,
+}
+
+impl Drop for Thaw<'_> {
+    fn drop(&mut self) {
+        self.cluster.signal(&self.name, "CONT");
+    }
+}

@@ -44,6 +44,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use mpiswarm_e2e::components::Thaw;
 use mpiswarm_e2e::events::now;
 use mpiswarm_e2e::{Cluster, Job, Node, Status, Watched, runner, wait};
 
@@ -231,18 +232,6 @@ pub fn offers_kill_9(cluster: &Cluster) {
     services_created_once(cluster, job.since, &[&watched]);
     all_agents_active(cluster);
     cluster.delete_jobs(&[&job.name]);
-}
-
-/// SIGCONT to a frozen component, also when the case fails.
-struct Thaw<'a> {
-    cluster: &'a Cluster,
-    name: String,
-}
-
-impl Drop for Thaw<'_> {
-    fn drop(&mut self) {
-        self.cluster.signal(&self.name, "CONT");
-    }
 }
 
 fn framework_id(cluster: &Cluster) -> String {

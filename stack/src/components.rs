@@ -41,6 +41,12 @@ pub struct UpArgs {
     /// pids and DATA/logs/ their output. For fault tests: one can be killed alone.
     #[arg(long)]
     pub split: bool,
+    /// With --split: run this many offer-layer replicas, which elect their
+    /// leader with the Lease `mpiswarm-offers` and keep their registry in the
+    /// API server (the OfferRegistry of that name); agents and the
+    /// controller are given every replica and follow the leader.
+    #[arg(long, default_value_t = 1, requires = "split", value_parser = clap::value_parser!(u16).range(1..=9))]
+    pub offers_replicas: u16,
     #[command(flatten)]
     pub nodes: NodesArgs,
 }
@@ -95,15 +101,68 @@ pub fn offers_command(args: &UpArgs, dir: &std::path::Path, before: Option<&Stac
     Ok(cli)
 }
 
+/// The Lease (and the name of the shared registry) of `--offers-replicas`.
+pub const OFFERS_LEASE: &str = "mpiswarm-offers";
+
+/// `mpiswarm offers ...` of every replica of `--offers-replicas N` (N > 1),
+/// named `offers-1` .. `offers-N`: elected with the Lease [`OFFERS_LEASE`]
+/// through DATA/kubeconfig, their registry in the API server, each on the
+/// port of the same replica in the last `up` if it is free.
+pub fn offers_replica_commands(
+    args: &UpArgs,
+    dir: &std::path::Path,
+    before: Option<&StackFile>,
+) -> Result<Vec<(String, Vec<String>)>> {
+    let single = offers_command(args, dir, before)?;
+    let mut out = Vec::new();
+    for i in 0..usize::from(args.offers_replicas) {
+        let port = before.and_then(|b| b.offers_replicas.get(i)).and_then(|u| stack_file::port_of(u));
+        let mut cli = without_flag(&single, "--data-dir");
+        if let Some(at) = cli.iter().position(|a| a == "--listen") {
+            cli[at + 1] = stack_file::reuse_or_any(port).to_string();
+        }
+        cli.extend([
+            "--lease-name".to_owned(),
+            OFFERS_LEASE.into(),
+            "--kubeconfig".into(),
+            text(&dir.join("kubeconfig"))?,
+        ]);
+        out.push((format!("offers-{}", i + 1), cli));
+    }
+    Ok(out)
+}
+
+/// `cli` without `flag` and its value.
+fn without_flag(cli: &[String], flag: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut args = cli.iter();
+    while let Some(a) = args.next() {
+        if a == flag {
+            args.next();
+        } else {
+            out.push(a.clone());
+        }
+    }
+    out
+}
+
+/// Installs (or updates) the CRDs of the stack: MpiJob, and the offer
+/// layer's shared registry (used by `--offers-replicas`).
 pub async fn install_crd(client: &kube::Client) -> Result<()> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut crd = serde_json::to_value(mpiswarm_crds::crd())
-        .map_err(|source| StackError::Encode { what: "the MpiJob CRD", source })?;
-    crd["apiVersion"] = "apiextensions.k8s.io/v1".into();
-    crd["kind"] = "CustomResourceDefinition".into();
-    crds.patch("mpijobs.mpiswarm.io", &PatchParams::apply("mpiswarm-up").force(), &Patch::Apply(&crd))
-        .await
-        .map_err(StackError::InstallCrd)?;
+    let shipped = [
+        ("the MpiJob CRD", serde_json::to_value(mpiswarm_crds::crd())),
+        ("the OfferRegistry CRD", serde_json::to_value(mpiswarm_offers::registry_api::crd())),
+    ];
+    for (what, crd) in shipped {
+        let mut crd = crd.map_err(|source| StackError::Encode { what, source })?;
+        crd["apiVersion"] = "apiextensions.k8s.io/v1".into();
+        crd["kind"] = "CustomResourceDefinition".into();
+        let name = crd["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        crds.patch(&name, &PatchParams::apply("mpiswarm-up").force(), &Patch::Apply(&crd))
+            .await
+            .map_err(StackError::InstallCrd)?;
+    }
     Ok(())
 }
 
@@ -187,22 +246,31 @@ fn list(addrs: &[std::net::SocketAddr]) -> String {
 }
 
 /// Waits until `count` agents have registered with the offer layer (asked
-/// as `operator`); returns their HTTP addresses, sorted by hostname.
+/// as `operator`, of each of its replicas `offers` until the leader
+/// answers); returns their HTTP addresses, sorted by hostname.
 /// `alive` fails when an agent stopped meanwhile.
 pub async fn wait_for_agents(
-    offers: &str,
+    offers: &[String],
     operator: &mpiswarm_mesos::credential::Credential,
     count: usize,
     alive: &mut dyn FnMut() -> Result<()>,
 ) -> Result<Vec<std::net::SocketAddr>> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    let http = reqwest::Client::new();
+    // A standby redirects to the leader; the leader is asked in turn, with
+    // the credential (which a followed redirect would drop).
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(StackError::HttpClient)?;
     loop {
         alive()?;
-        let asked = http.get(format!("{offers}/master/state")).basic_auth(&operator.principal, Some(&operator.secret));
-        if let Ok(resp) = asked.send().await
-            && let Ok(state) = resp.json::<serde_json::Value>().await
-        {
+        for url in offers {
+            let asked = http.get(format!("{url}/master/state")).basic_auth(&operator.principal, Some(&operator.secret));
+            let Ok(resp) = asked.send().await else { continue };
+            if !resp.status().is_success() {
+                continue;
+            }
+            let Ok(state) = resp.json::<serde_json::Value>().await else { continue };
             let registered = state["slaves"].as_array().or_else(|| state["agents"].as_array());
             let mut found: Vec<(String, u16)> = registered
                 .into_iter()
@@ -232,5 +300,43 @@ pub async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        up: UpArgs,
+    }
+
+    fn flag<'a>(cli: &'a [String], name: &str) -> Option<&'a str> {
+        cli.iter().position(|a| a == name).and_then(|i| cli.get(i + 1)).map(String::as_str)
+    }
+
+    #[test]
+    fn replicas_are_elected_through_the_stacks_kubeconfig_each_on_a_port_of_its_own_without_a_disk_registry() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().to_str().unwrap();
+        let args = Cli::try_parse_from(["up", "--split", "--offers-replicas", "3", "--data-dir", data]).unwrap().up;
+        let replicas = offers_replica_commands(&args, dir.path(), None).unwrap();
+        let names: Vec<&str> = replicas.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["offers-1", "offers-2", "offers-3"]);
+        let mut ports = std::collections::BTreeSet::new();
+        for (name, cli) in &replicas {
+            assert_eq!(flag(cli, "--lease-name"), Some(OFFERS_LEASE), "{name}: {cli:?}");
+            assert_eq!(flag(cli, "--kubeconfig"), dir.path().join("kubeconfig").to_str(), "{name}");
+            assert_eq!(flag(cli, "--data-dir"), None, "{name}: the registry is in the API server: {cli:?}");
+            assert!(flag(cli, "--credentials").is_some(), "{name}: the same credentials as one replica");
+            ports.insert(flag(cli, "--listen").unwrap().to_owned());
+        }
+        assert_eq!(ports.len(), 3, "a port each: {ports:?}");
+        let refused = Cli::try_parse_from(["up", "--offers-replicas", "3", "--data-dir", data]).err().unwrap();
+        assert!(refused.to_string().contains("--split"), "{refused}");
+        assert!(Cli::try_parse_from(["up", "--split", "--offers-replicas", "0", "--data-dir", data]).is_err());
     }
 }

@@ -157,20 +157,34 @@ async fn start_all(
     install_crd_when_serving(&kubeconfig, procs).await?;
     say(&format!("API server on {apiserver} (process {})", procs[0].component.pid));
 
-    let offers_cli = up::offers_command(args, dir, before)?;
-    let offers = format!("http://{}", flag(&offers_cli, "--listen")?);
-    procs.push(Proc::spawn("offers", offers_cli, logs)?);
-    serving(&format!("{offers}/health"), procs).await?;
-    say(&format!("offer layer on {offers} (process {})", procs[1].component.pid));
+    let offers_clis = if args.offers_replicas > 1 {
+        up::offers_replica_commands(args, dir, before)?
+    } else {
+        vec![("offers".to_owned(), up::offers_command(args, dir, before)?)]
+    };
+    let mut replicas = Vec::new();
+    for (name, cli) in offers_clis {
+        let url = format!("http://{}", flag(&cli, "--listen")?);
+        procs.push(Proc::spawn(&name, cli, logs)?);
+        replicas.push(url);
+    }
+    for url in &replicas {
+        serving(&format!("{url}/health"), procs).await?;
+    }
+    let pids: Vec<String> = procs[1..].iter().map(|p| p.component.pid.to_string()).collect();
+    say(&format!("offer layer on {} (process {})", replicas.join(", "), pids.join(", ")));
+    let offers = replicas[0].clone();
+    // Agents and the controller are given every replica.
+    let masters = replicas.join(",");
 
-    let commands = up::agent_commands(args, dir, &offers, before).await?;
+    let commands = up::agent_commands(args, dir, &masters, before).await?;
     let count = commands.len();
     for (name, cli) in commands {
         procs.push(Proc::spawn(&name, cli, logs)?);
     }
     let operator = crate::credentials::read(dir, crate::credentials::OPERATOR)?;
     let agents =
-        up::wait_for_agents(&offers, &operator, count, &mut || procs.iter_mut().try_for_each(Proc::check_alive))
+        up::wait_for_agents(&replicas, &operator, count, &mut || procs.iter_mut().try_for_each(Proc::check_alive))
             .await?;
     up::say_agents(args, &agents);
 
@@ -181,7 +195,7 @@ async fn start_all(
         "--kubeconfig".into(),
         text(&kubeconfig)?,
         "--master".into(),
-        offers.clone(),
+        masters,
         "--listen".into(),
         controller.to_string(),
         "--logs-listen".into(),
@@ -202,6 +216,7 @@ async fn start_all(
         kubeconfig,
         apiserver,
         offers,
+        offers_replicas: if replicas.len() > 1 { replicas } else { Vec::new() },
         agents,
         controller,
         controller_logs: Some(logs_listen),

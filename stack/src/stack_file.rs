@@ -23,7 +23,12 @@ pub struct StackFile {
     pub pid: u32,
     pub kubeconfig: PathBuf,
     pub apiserver: String,
+    /// The offer layer (with `--offers-replicas N`, its first replica).
     pub offers: String,
+    /// With `up --split --offers-replicas N` (N > 1): every replica's URL;
+    /// one leads, the others redirect to it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offers_replicas: Vec<String>,
     /// Every node agent's HTTP address (one per node).
     pub agents: Vec<SocketAddr>,
     pub controller: SocketAddr,

@@ -87,7 +87,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         running.push(tokio::spawn(mpiswarm_agent::run(parse::<Agent>(cli)?.args)));
     }
     let operator = credentials::read(&dir, credentials::OPERATOR)?;
-    let agent_addrs = wait_for_agents(&offers.url(), &operator, running.len(), &mut || {
+    let agent_addrs = wait_for_agents(&[offers.url()], &operator, running.len(), &mut || {
         let Some(i) = running.iter().position(|a| a.is_finished()) else { return Ok(()) };
         let ended = futures::FutureExt::now_or_never(&mut running[i]);
         Err(StackError::AgentStoppedAtStart { agent: i + 1, why: format!("{ended:?}") })
@@ -123,6 +123,7 @@ pub async fn run(args: UpArgs) -> Result<()> {
         kubeconfig: api.kubeconfig.clone(),
         apiserver: api.url.clone(),
         offers: offers.url(),
+        offers_replicas: Vec::new(),
         agents: agent_addrs,
         controller: controller.addr,
         controller_logs: controller.logs.as_ref().map(|(addr, _)| *addr),
