@@ -81,23 +81,8 @@ pub fn offers_command(args: &UpArgs, dir: &std::path::Path, before: Option<&Stac
     let offers_dir = dir.join("offers");
     file(FileAction::Creating, &offers_dir, std::fs::create_dir_all(&offers_dir))?;
     let listen = stack_file::reuse_or_any(before.and_then(|b| stack_file::port_of(&b.offers)));
-    let mut cli = vec![
-        "offers".to_owned(),
-        "--listen".into(),
-        listen.to_string(),
-        "--data-dir".into(),
-        text(&offers_dir)?,
-        "--credentials".into(),
-        text(&credentials::offers_credentials(dir))?,
-        "--acls".into(),
-        text(&credentials::offers_acls(dir))?,
-    ];
-    if let Some(w) = &args.weights {
-        cli.extend(["--weights".to_owned(), w.clone()]);
-    }
-    if let Some(q) = &args.quota {
-        cli.extend(["--quota".to_owned(), q.clone()]);
-    }
+    let mut cli = offers_listening(args, dir, listen)?;
+    cli.extend(["--data-dir".to_owned(), text(&offers_dir)?]);
     Ok(cli)
 }
 
@@ -113,37 +98,36 @@ pub fn offers_replica_commands(
     dir: &std::path::Path,
     before: Option<&StackFile>,
 ) -> Result<Vec<(String, Vec<String>)>> {
-    let single = offers_command(args, dir, before)?;
+    let kubeconfig = text(&dir.join("kubeconfig"))?;
     let mut out = Vec::new();
     for i in 0..usize::from(args.offers_replicas) {
         let port = before.and_then(|b| b.offers_replicas.get(i)).and_then(|u| stack_file::port_of(u));
-        let mut cli = without_flag(&single, "--data-dir");
-        if let Some(at) = cli.iter().position(|a| a == "--listen") {
-            cli[at + 1] = stack_file::reuse_or_any(port).to_string();
-        }
-        cli.extend([
-            "--lease-name".to_owned(),
-            OFFERS_LEASE.into(),
-            "--kubeconfig".into(),
-            text(&dir.join("kubeconfig"))?,
-        ]);
+        let mut cli = offers_listening(args, dir, stack_file::reuse_or_any(port))?;
+        cli.extend(["--lease-name".to_owned(), OFFERS_LEASE.into(), "--kubeconfig".into(), kubeconfig.clone()]);
         out.push((format!("offers-{}", i + 1), cli));
     }
     Ok(out)
 }
 
-/// `cli` without `flag` and its value.
-fn without_flag(cli: &[String], flag: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut args = cli.iter();
-    while let Some(a) = args.next() {
-        if a == flag {
-            args.next();
-        } else {
-            out.push(a.clone());
-        }
+/// What every offer layer of this stack runs with, one replica or several:
+/// its address, the stack's credentials and ACLs, the weights and quotas of `up`.
+fn offers_listening(args: &UpArgs, dir: &std::path::Path, listen: std::net::SocketAddr) -> Result<Vec<String>> {
+    let mut cli = vec![
+        "offers".to_owned(),
+        "--listen".into(),
+        listen.to_string(),
+        "--credentials".into(),
+        text(&credentials::offers_credentials(dir))?,
+        "--acls".into(),
+        text(&credentials::offers_acls(dir))?,
+    ];
+    if let Some(w) = &args.weights {
+        cli.extend(["--weights".to_owned(), w.clone()]);
     }
-    out
+    if let Some(q) = &args.quota {
+        cli.extend(["--quota".to_owned(), q.clone()]);
+    }
+    Ok(cli)
 }
 
 /// Installs (or updates) the CRDs of the stack: MpiJob, and the offer
