@@ -264,7 +264,7 @@ pub async fn start(args: OffersArgs) -> Result<Running, Error> {
         acls,
         launch_backlog: args.agent_launch_backlog,
     };
-    let identity = format!("{}:{}", config.hostname, config.port);
+    let identity = config.address();
     let (state, registrar, election) = match &args.lease_name {
         None => {
             let registry = Registry::open(args.data_dir.as_deref().ok_or(Error::NoDataDir)?)?;

@@ -75,8 +75,7 @@ impl Shared {
 
     /// This replica's `HOST:PORT`, as its MasterInfo advertises it.
     pub fn own_address(&self) -> String {
-        let master = self.master();
-        format!("{}:{}", master.config.hostname, master.config.port)
+        self.master().config.address()
     }
 
     /// `HOST:PORT` of the leading replica as this one knows it: itself while

@@ -61,9 +61,14 @@ impl Default for MasterConfig {
 }
 
 impl MasterConfig {
+    /// `HOST:PORT`, as MasterInfo advertises it: a replica's identity in the Lease.
+    pub fn address(&self) -> String {
+        format!("{}:{}", self.hostname, self.port)
+    }
+
     /// `master@HOST:PORT`, the master's libprocess pid as Mesos reports it.
     pub fn pid(&self) -> String {
-        format!("master@{}:{}", self.hostname, self.port)
+        format!("master@{}", self.address())
     }
 }
 
