@@ -163,17 +163,6 @@ fn every_rank_ran(cluster: &Cluster, name: &str) {
     assert_eq!(ranks, RANKS as usize, "every rank reported its host: {text}");
 }
 
-/// Swarm's event log: from `since` on, the manager created exactly the
-/// services Swarm ran for `jobs`, each once; a second launch of any gang
-/// would show as more.
-fn services_created_once(cluster: &Cluster, since: u64, jobs: &[&Watched]) {
-    let created = cluster.services_created(since, now() + 1);
-    let ran: BTreeSet<String> = jobs.iter().flat_map(|w| w.tasks.iter().map(|t| t.service_id.clone())).collect();
-    let unique: BTreeSet<String> = created.iter().cloned().collect();
-    assert_eq!(created.len(), unique.len(), "a service id created twice: {created:?}");
-    assert_eq!(unique, ran, "services created (left) and the jobs' services Swarm ran (right)");
-}
-
 fn pids_but(cluster: &Cluster, name: &str) -> Vec<(String, u32)> {
     cluster.components().into_iter().filter(|c| c.name != name).map(|c| (c.name, c.pid)).collect()
 }
@@ -191,7 +180,7 @@ pub fn controller_kill_9(cluster: &Cluster) {
     });
     cluster.release(&job.uid);
     let watched = succeeds_first_time(cluster, &job);
-    services_created_once(cluster, job.since, &[&watched]);
+    cluster.assert_services_created_once(job.since, &[&watched]);
     cluster.delete_jobs(&[&job.name]);
 }
 
@@ -229,7 +218,7 @@ pub fn offers_kill_9(cluster: &Cluster) {
     drop(thaw);
     cluster.release(&job.uid);
     let watched = succeeds_first_time(cluster, &job);
-    services_created_once(cluster, job.since, &[&watched]);
+    cluster.assert_services_created_once(job.since, &[&watched]);
     all_agents_active(cluster);
     cluster.delete_jobs(&[&job.name]);
 }
@@ -293,7 +282,7 @@ pub fn agent_kill_9(cluster: &Cluster) {
     });
     cluster.release(&job.uid);
     let watched = succeeds_first_time(cluster, &job);
-    services_created_once(cluster, job.since, &[&watched]);
+    cluster.assert_services_created_once(job.since, &[&watched]);
     cluster.delete_jobs(&[&job.name]);
 }
 
@@ -318,7 +307,7 @@ pub fn apiserver_kill_9(cluster: &Cluster) {
     let watched = succeeds_first_time(cluster, &job);
     let st = &watched.status.0["status"];
     assert!(st["completionTime"].is_string() && st["launcher"]["exitCode"] == 0, "the status converged: {st}");
-    services_created_once(cluster, job.since, &[&watched, &probed]);
+    cluster.assert_services_created_once(job.since, &[&watched, &probed]);
     let now = cluster.component("controller");
     assert_eq!((now.pid, now.restarts), (controller.pid, controller.restarts), "the controller itself never restarted");
     cluster.delete_jobs(&[&job.name, &probe.name]);

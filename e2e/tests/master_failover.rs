@@ -171,38 +171,10 @@ fn stop_leader(cluster: &Cluster, which: &str) -> Duration {
     took
 }
 
-/// Swarm's event log: from `since` on, the manager created exactly the
-/// services Swarm ran for `jobs`, each once.
-fn services_created_once(cluster: &Cluster, since: u64, jobs: &[Watched]) {
-    let created = cluster.services_created_named(since, now() + 1);
-    let ran: BTreeSet<&str> = jobs.iter().flat_map(|w| w.tasks.iter().map(|t| t.service_id.as_str())).collect();
-    let unique: BTreeSet<&str> = created.iter().map(|(id, _)| id.as_str()).collect();
-    assert_eq!(created.len(), unique.len(), "a service id created twice: {created:?}");
-    let unseen: Vec<&(String, String)> = created.iter().filter(|(id, _)| !ran.contains(id.as_str())).collect();
-    let told = unseen.iter().map(|(_, name)| components_said(cluster, name)).collect::<Vec<_>>().join("\n");
-    assert_eq!(
-        unique, ran,
-        "services created (left) and the jobs' services Swarm ran (right); created, never seen running: {unseen:?}; \
-         what the components logged of them:\n{told}"
-    );
-}
-
-/// The lines of the components' logs (DATA/logs/NAME.log) that name `what`.
-fn components_said(cluster: &Cluster, what: &str) -> String {
-    let Ok(logs) = std::fs::read_dir(cluster.dir().join("logs")) else { return "no logs".into() };
-    let mut said = Vec::new();
-    for log in logs.flatten() {
-        let text = std::fs::read_to_string(log.path()).unwrap_or_default();
-        let name = log.file_name().to_string_lossy().into_owned();
-        said.extend(text.lines().filter(|l| !what.is_empty() && l.contains(what)).map(|l| format!("{name}: {l}")));
-    }
-    said.join("\n")
-}
-
 /// Every task of the job (a role on a node, in a generation) ran as one
 /// Swarm service: a task launched twice would show as a second service.
 /// (Docker keeps only its last 256 events, too few to read a burst's
-/// service creations from the event log as [`services_created_once`] does.)
+/// service creations from the event log as `Cluster::assert_services_created_once` does.)
 fn one_service_per_task(w: &Watched) -> Result<(), String> {
     let mut services = std::collections::BTreeMap::<(&str, &str, &str), BTreeSet<&str>>::new();
     for t in &w.tasks {
@@ -259,7 +231,7 @@ fn master_failover(cluster: &Cluster) {
         "master_failover: the waiting job, still waiting after the last change, started at {}",
         watched[1].status.start_time()
     );
-    services_created_once(cluster, since, &watched);
+    cluster.assert_services_created_once(since, &watched.iter().collect::<Vec<_>>());
     cluster.delete_jobs(&[&held.name, &waiting.name]);
 
     // The last kill, during a burst.
