@@ -4,7 +4,8 @@
 //! SUBSCRIBE [`Call`] to `/api/v1/agent` and keeps the response open as a
 //! RecordIO stream of [`Event`]s (LAUNCH, LAUNCH_GROUP, KILL, SHUTDOWN,
 //! ACKNOWLEDGED, MESSAGE, HEARTBEAT, ERROR); it POSTs UPDATE calls carrying
-//! `TaskStatus` with the `Mesos-Stream-Id` it was given. The protocol, its
+//! `TaskStatus`, and WITHDRAW when it stops serving, with the
+//! `Mesos-Stream-Id` it was given. The protocol, its
 //! status codes and its retry rules are documented in `offers/README.md`;
 //! these types are its only definition.
 
@@ -72,12 +73,26 @@ pub struct Update {
     pub status: TaskStatus,
 }
 
+/// The agent stops serving for a while (its node is down) and ends its
+/// subscription, listing every task it knows (as on SUBSCRIBE). A task the
+/// offer layer has on the agent that the list lacks was launched on the
+/// stream the agent stopped reading: the agent never saw it, so it never
+/// started, and the offer layer ends it at once as TASK_DROPPED (TASK_LOST
+/// to a framework that is not partition-aware), REASON_AGENT_DRAINING,
+/// instead of holding it until the agent is declared lost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Withdraw {
+    #[serde(default)]
+    pub tasks: Vec<ReportedTask>,
+}
+
 /// `Call.type` of the agent API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum CallType {
     Subscribe,
     Update,
+    Withdraw,
 }
 
 /// A call from agent to offer layer.
@@ -92,6 +107,8 @@ pub struct Call {
     pub subscribe: Option<Subscribe>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub update: Option<Update>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub withdraw: Option<Withdraw>,
 }
 
 impl Call {
@@ -101,6 +118,7 @@ impl Call {
             agent_id: agent_info.id.clone(),
             subscribe: Some(Subscribe { agent_info, tasks }),
             update: None,
+            withdraw: None,
         }
     }
 
@@ -110,6 +128,17 @@ impl Call {
             agent_id: Some(agent_id),
             subscribe: None,
             update: Some(Update { framework_id, status }),
+            withdraw: None,
+        }
+    }
+
+    pub fn withdraw(agent_id: AgentId, tasks: Vec<ReportedTask>) -> Self {
+        Self {
+            kind: CallType::Withdraw,
+            agent_id: Some(agent_id),
+            subscribe: None,
+            update: None,
+            withdraw: Some(Withdraw { tasks }),
         }
     }
 }

@@ -9,7 +9,9 @@
 //!   never will, and the status is dropped with an error log.
 //!
 //! - **withdrawal**: an agent that cannot serve for a while (its node is
-//!   down) says so through [`AgentSide::serving`]; the loop then drops its
+//!   down) says so through [`AgentSide::serving`]; the loop then stops
+//!   reading the stream, posts WITHDRAW with the tasks the agent knows (a
+//!   LAUNCH it never read is dropped by the offer layer) and drops its
 //!   subscription, so the offer layer rescinds the agent's offers and makes
 //!   no new ones, and subscribes again as soon as it can serve.
 //!
@@ -142,21 +144,15 @@ async fn subscribe_forever<A: AgentSide>(client: AgentClient, side: Arc<A>, conf
     let mut attempt = 0u32;
     let mut serving = side.serving();
     loop {
-        let ended = match serving.as_mut() {
-            None => session(&client, side.as_ref(), config, &mut attempt).await,
-            Some(serving) => {
-                if !*serving.borrow() {
-                    tracing::info!("not serving: no subscription until the agent can serve again");
-                    until(serving, true).await;
-                    tracing::info!("serving again: subscribing");
-                    attempt = 0;
-                }
-                tokio::select! {
-                    ended = session(&client, side.as_ref(), config, &mut attempt) => ended,
-                    () = until(serving, false) => Ended::Withdrawn,
-                }
-            }
-        };
+        if let Some(serving) = serving.as_mut()
+            && !*serving.borrow()
+        {
+            tracing::info!("not serving: no subscription until the agent can serve again");
+            until(serving, true).await;
+            tracing::info!("serving again: subscribing");
+            attempt = 0;
+        }
+        let ended = session(&client, side.as_ref(), config, &mut attempt, serving.as_mut()).await;
         side.connected(false);
         match &ended {
             Ended::Withdrawn => {
@@ -192,8 +188,23 @@ async fn until(serving: &mut watch::Receiver<bool>, wanted: bool) {
 }
 
 /// One SUBSCRIBE and, if it succeeds, its stream until it ends. `attempt`
-/// is reset once SUBSCRIBED arrives.
-async fn session<A: AgentSide>(client: &AgentClient, side: &A, config: SessionConfig, attempt: &mut u32) -> Ended {
+/// is reset once SUBSCRIBED arrives. When `serving` turns false the
+/// session ends: before SUBSCRIBED by dropping the call; on the stream by
+/// reading no further event and posting WITHDRAW ([`withdraw`]).
+async fn session<A: AgentSide>(
+    client: &AgentClient,
+    side: &A,
+    config: SessionConfig,
+    attempt: &mut u32,
+    serving: Option<&mut watch::Receiver<bool>>,
+) -> Ended {
+    let withdrawn = async {
+        match serving {
+            Some(serving) => until(serving, false).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(withdrawn);
     let subscribe = client.subscribe(side.agent_info(), side.reported_tasks());
     // Also while the SUBSCRIBE waits: a standby may have sent it on to a
     // leader that is silent, and another replica may lead already.
@@ -202,6 +213,7 @@ async fn session<A: AgentSide>(client: &AgentClient, side: &A, config: SessionCo
     let subscribed = tokio::select! {
         subscribed = tokio::time::timeout(config.subscribe_timeout, subscribe) => subscribed,
         leader = &mut moved => return Ended::LeaderMoved(leader),
+        () = &mut withdrawn => return Ended::Withdrawn,
     };
     let mut sub = match subscribed {
         Err(_) => return Ended::SubscribeTimedOut,
@@ -217,6 +229,10 @@ async fn session<A: AgentSide>(client: &AgentClient, side: &A, config: SessionCo
         let event = tokio::select! {
             event = tokio::time::timeout(silence, sub.events.next()) => event,
             leader = &mut moved => return Ended::LeaderMoved(leader),
+            () = &mut withdrawn => {
+                withdraw(client, side, config).await;
+                return Ended::Withdrawn;
+            }
         };
         match event {
             Err(_) => return Ended::Silent(silence),
@@ -235,6 +251,24 @@ async fn session<A: AgentSide>(client: &AgentClient, side: &A, config: SessionCo
                     return Ended::Stream("the offer layer sent ERROR");
                 }
             }
+        }
+    }
+}
+
+/// Tells the offer layer that the agent withdraws, listing the tasks it
+/// knows once it has stopped reading the stream: a LAUNCH still on the
+/// stream never reaches the agent, and the offer layer ends it as dropped
+/// rather than holding it until the agent is lost. One attempt within the
+/// UPDATE deadline; if it fails, the subscription is dropped all the same
+/// (the offer layer then treats the agent as disconnected, as before).
+async fn withdraw<A: AgentSide>(client: &AgentClient, side: &A, config: SessionConfig) {
+    let Some(agent_id) = side.agent_id() else { return };
+    let tasks = side.reported_tasks();
+    match tokio::time::timeout(config.update_timeout, client.withdraw(&agent_id, tasks)).await {
+        Ok(Ok(())) => tracing::info!("WITHDRAW taken: the offer layer ends the stream"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "WITHDRAW failed; dropping the subscription anyway"),
+        Err(_) => {
+            tracing::warn!(timeout = ?config.update_timeout, "WITHDRAW not answered; dropping the subscription anyway")
         }
     }
 }

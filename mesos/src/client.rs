@@ -546,6 +546,18 @@ impl AgentClient {
         let call = agent_api::Call::update(agent_id.clone(), framework_id.clone(), status);
         self.endpoint.call(&call, &stream_id).await
     }
+
+    /// POSTs a WITHDRAW on the current subscription, listing the tasks the
+    /// agent knows ([`agent_api::Withdraw`]); the offer layer then ends the
+    /// stream.
+    pub async fn withdraw(
+        &self,
+        agent_id: &crate::AgentId,
+        tasks: Vec<agent_api::ReportedTask>,
+    ) -> Result<(), ClientError> {
+        let stream_id = self.stream_id.lock().ok().and_then(|s| s.clone()).ok_or(ClientError::NotSubscribed)?;
+        self.endpoint.call(&agent_api::Call::withdraw(agent_id.clone(), tasks), &stream_id).await
+    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The agent loop against a scripted offer layer on loopback: SUBSCRIBE
 //! refused (503), a SUBSCRIBE that never gets SUBSCRIBED (overall deadline),
 //! a stream that falls silent, and a good stream; UPDATEs delivered in order
-//! through 503s, a 400 dropped.
+//! through 503s, a 400 dropped; a withdrawal posts WITHDRAW on its stream.
 
 use axum::Router;
 use axum::body::Body;
@@ -39,6 +39,8 @@ struct Script {
     unavailable_updates: usize,
     /// Task ids of accepted UPDATEs, in order.
     accepted: Vec<String>,
+    /// WITHDRAW calls: their stream id, agent id and the task ids they list.
+    withdrawals: Vec<(Option<String>, Option<AgentId>, Vec<String>)>,
 }
 
 type Server = Arc<Mutex<Script>>;
@@ -90,6 +92,12 @@ async fn api(State(script): State<Server>, headers: HeaderMap, body: Bytes) -> R
             s.accepted.push(task);
             StatusCode::ACCEPTED.into_response()
         }
+        CallType::Withdraw => {
+            let stream = headers.get("Mesos-Stream-Id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+            let tasks = call.withdraw.unwrap().tasks.into_iter().map(|t| t.task_info.task_id.value).collect();
+            script.lock().unwrap().withdrawals.push((stream, call.agent_id, tasks));
+            StatusCode::ACCEPTED.into_response()
+        }
     }
 }
 
@@ -115,6 +123,8 @@ struct Recorder {
     disconnects: Mutex<usize>,
     /// What `serving` hands the loop (none: always serving).
     serving: Mutex<Option<watch::Receiver<bool>>>,
+    /// What `reported_tasks` answers.
+    reported: Mutex<Vec<ReportedTask>>,
     /// Bumped on every call, so the test awaits changes.
     changed: Mutex<Option<watch::Sender<u64>>>,
 }
@@ -141,7 +151,7 @@ impl AgentSide for Recorder {
         self.id.lock().unwrap().clone()
     }
     fn reported_tasks(&self) -> Vec<ReportedTask> {
-        Vec::new()
+        self.reported.lock().unwrap().clone()
     }
     fn subscribed(&self, agent_id: &AgentId) {
         *self.id.lock().unwrap() = Some(agent_id.clone());
@@ -239,7 +249,7 @@ async fn updates_are_delivered_in_order_through_503s_and_a_400_is_dropped() {
 }
 
 #[tokio::test]
-async fn an_agent_that_cannot_serve_holds_no_subscription_and_subscribes_again_when_it_can() {
+async fn an_agent_that_cannot_serve_withdraws_on_its_stream_holds_no_subscription_and_subscribes_again() {
     let (url, state) = serve(Script::default()).await;
     let side = Arc::new(Recorder::default());
     let (tx, mut rx) = watch::channel(0);
@@ -255,8 +265,19 @@ async fn an_agent_that_cannot_serve_holds_no_subscription_and_subscribes_again_w
     serving.send_replace(true);
     until(&side, &mut rx, "a subscription", |s| s.agent_id().is_some()).await;
     until(&side, &mut rx, "events", |s| *s.heartbeats.lock().unwrap() >= 1).await;
+    let known: ReportedTask = serde_json::from_value(serde_json::json!({
+        "framework_id": {"value": "F-1"},
+        "task_info": {"name": "rank0", "task_id": {"value": "t-known"}, "agent_id": {"value": "agent-1"}},
+        "status": {"task_id": {"value": "t-known"}, "state": "TASK_LOST"}
+    }))
+    .unwrap();
+    *side.reported.lock().unwrap() = vec![known];
     serving.send_replace(false);
     until(&side, &mut rx, "the stream dropped", |s| *s.disconnects.lock().unwrap() >= 1).await;
+    // It said so on its stream, with the tasks it knows, before it dropped it.
+    let withdrawals = state.lock().unwrap().withdrawals.clone();
+    let expected = (Some("stream-1".to_owned()), Some(AgentId::new("agent-1")), vec!["t-known".to_owned()]);
+    assert_eq!(withdrawals, vec![expected], "one WITHDRAW on the stream, listing the known task");
     let subscribes = state.lock().unwrap().seen_subscribes.len();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(state.lock().unwrap().seen_subscribes.len(), subscribes, "no re-subscribe while withdrawn");

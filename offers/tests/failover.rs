@@ -5,7 +5,16 @@ mod common;
 
 use common::{Cluster, task};
 use mpiswarm_mesos::scheduler::{Call, EventType};
-use mpiswarm_mesos::{Reason, TaskState};
+use mpiswarm_mesos::{Reason, TaskId, TaskState};
+
+/// A FrameworkInfo `name` in role mpi, PARTITION_AWARE.
+fn partition_aware(name: &str) -> mpiswarm_mesos::FrameworkInfo {
+    let mut info = mpiswarm_mesos::FrameworkInfo::new("root", name, &["mpi"]);
+    info.capabilities.push(mpiswarm_mesos::framework::Capability {
+        kind: Some(mpiswarm_mesos::framework::CapabilityType::PartitionAware),
+    });
+    info
+}
 
 async fn launch_sleeper(c: &Cluster, failover_timeout: f64) -> common::Framework {
     let mut info = mpiswarm_mesos::FrameworkInfo::new("root", "fw", &["mpi"]);
@@ -154,10 +163,7 @@ async fn a_task_the_reregistering_agent_does_not_report_is_lost_with_reason_reco
 #[tokio::test]
 async fn a_partition_aware_framework_sees_gone_for_a_task_the_agent_does_not_report() {
     let c = Cluster::start().await;
-    let mut info = mpiswarm_mesos::FrameworkInfo::new("root", "pa", &["mpi"]);
-    info.capabilities.push(mpiswarm_mesos::framework::Capability {
-        kind: Some(mpiswarm_mesos::framework::CapabilityType::PartitionAware),
-    });
+    let info = partition_aware("pa");
     let f = common::Framework::subscribe(&c.url(), info).await;
     let (mut f, _agent_stream) = reregister_without_t1(&c, f).await;
     let gone = tokio::time::timeout(common::DEADLINE, f.update_of("t1")).await.expect("an update for t1");
@@ -180,10 +186,7 @@ async fn a_disconnected_agent_has_its_offers_rescinded() {
 async fn a_partition_aware_framework_sees_unreachable_instead_of_lost() {
     let c = Cluster::start_with(|a| a.agent_reregister_timeout = 0.2).await;
     let agent = c.agent("node1", 4.0, 4096.0);
-    let mut info = mpiswarm_mesos::FrameworkInfo::new("root", "pa", &["mpi"]);
-    info.capabilities.push(mpiswarm_mesos::framework::Capability {
-        kind: Some(mpiswarm_mesos::framework::CapabilityType::PartitionAware),
-    });
+    let info = partition_aware("pa");
     let mut f = common::Framework::subscribe(&c.url(), info).await;
     let offer = f.offers().await.remove(0);
     let t = task("t1", &offer, 1.0, 128.0, "sleep 1000");
@@ -204,4 +207,52 @@ async fn stopping_the_server_ends_open_streams() {
     use futures::StreamExt;
     let end = tokio::time::timeout(common::DEADLINE, async { while let Some(Ok(_)) = f.events.next().await {} }).await;
     assert!(end.is_ok(), "the framework's stream ended");
+}
+
+/// An agent that withdraws (its node is down) has stopped reading its
+/// stream: a LAUNCH still on it never reached the agent. The WITHDRAW lists
+/// what the agent knows; the task it lacks ends at once as TASK_DROPPED
+/// (REASON_AGENT_DRAINING, nothing started) instead of being held as
+/// staging until the agent is declared lost and then reported lost as if it
+/// had run. A task it lists stays; the agent is disconnected (its offers
+/// rescinded, its UPDATEs refused until it subscribes again).
+#[tokio::test]
+async fn a_launch_the_withdrawing_agent_never_read_is_dropped_at_once() {
+    let c = Cluster::start().await;
+    let info = partition_aware("pa");
+    let mut f = common::Framework::subscribe(&c.url(), info).await;
+    let agent_info = mpiswarm_mesos::agent_api::AgentInfo {
+        hostname: "node1".into(),
+        id: None,
+        resources: vec![mpiswarm_mesos::Resource::scalar("cpus", 4.0), mpiswarm_mesos::Resource::scalar("mem", 4096.0)],
+        attributes: vec![],
+        port: None,
+    };
+    let client = mpiswarm_mesos::client::AgentClient::new(&c.url(), None);
+    // Subscribed, and never reads its stream from here on.
+    let sub = common::within("agent SUBSCRIBE", client.subscribe(agent_info, vec![])).await.unwrap();
+    let id = sub.subscribed.agent_id.clone();
+    let offer = f.offers().await.remove(0);
+    let (t1, t2) = (task("t1", &offer, 1.0, 128.0, "sleep 1000"), task("t2", &offer, 1.0, 128.0, "sleep 1000"));
+    let known = mpiswarm_mesos::agent_api::ReportedTask {
+        framework_id: f.id().clone(),
+        task_info: t2.clone(),
+        executor_info: None,
+        status: mpiswarm_mesos::TaskStatus::new(t2.task_id.clone(), TaskState::Starting),
+    };
+    f.launch(&offer, vec![t1, t2]).await;
+    assert_eq!(c.state().await["slaves"][0]["used_resources"]["cpus"], 2.0, "both launched on the agent");
+    common::within("WITHDRAW", client.withdraw(&id, vec![known])).await.unwrap();
+    let dropped = common::within("an update for t1", f.update_of("t1")).await;
+    assert_eq!((dropped.state, dropped.reason), (TaskState::Dropped, Some(Reason::ReasonAgentDraining)));
+    assert_eq!(dropped.source, Some(mpiswarm_mesos::Source::SourceMaster));
+    let message = dropped.message.unwrap_or_default();
+    assert!(message.contains("withdrew") && message.contains("nothing was started"), "{message}");
+    let state = c.state().await;
+    assert_eq!(state["slaves"][0]["active"], false, "disconnected: {}", state["slaves"][0]);
+    assert_eq!(state["slaves"][0]["used_resources"]["cpus"], 1.0, "t2, which the agent listed, keeps its resources");
+    let update = client.update(&id, f.id(), mpiswarm_mesos::TaskStatus::new(TaskId::new("t2"), TaskState::Running));
+    let refused = common::within("an UPDATE after WITHDRAW", update).await.expect_err("not subscribed any more");
+    assert!(refused.to_string().contains("403"), "{refused}");
+    drop(sub);
 }

@@ -77,5 +77,14 @@ async fn handle_call(
             durable(ticket, "this update").await?;
             Ok(accepted())
         }
+        CallType::Withdraw => {
+            let withdraw = call.withdraw.ok_or_else(|| CallError::bad_request("Expecting 'withdraw' to be present"))?;
+            let stream = stream_id(headers);
+            let (result, ticket) = shared
+                .call(|m, now| m.agent_withdraw(call.agent_id.as_ref(), stream.as_deref(), withdraw, principal, now));
+            result?;
+            durable(ticket, "this withdrawal").await?;
+            Ok(accepted())
+        }
     }
 }

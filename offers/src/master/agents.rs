@@ -31,6 +31,16 @@ fn invalid_resource<'a>(mut resources: impl Iterator<Item = &'a mpiswarm_mesos::
     })
 }
 
+/// How tasks the master has on an agent that the agent does not list end.
+struct Unknown {
+    /// Their state for a partition-aware framework (TASK_LOST for others).
+    aware_state: TaskState,
+    reason: Reason,
+    message: String,
+    /// What the log says of each.
+    what: &'static str,
+}
+
 impl Master {
     /// Whether a task agent `id` reports at SUBSCRIBE is its own: the task
     /// names this agent (every launched TaskInfo carries its agent's id),
@@ -296,29 +306,100 @@ impl Master {
     /// the task would stay RUNNING forever; its framework gets TASK_LOST
     /// (TASK_GONE if partition-aware) with REASON_RECONCILIATION.
     fn forget_tasks_unknown_to_agent(&mut self, agent: &str, reported: &BTreeSet<TaskKey>, now: Duration) {
+        let unknown = Unknown {
+            aware_state: TaskState::Gone,
+            reason: Reason::ReasonReconciliation,
+            message: "Task is unknown to the agent".to_owned(),
+            what: "task unknown to the re-registering agent",
+        };
+        self.end_tasks_not_listed(agent, reported, &unknown, now);
+    }
+
+    /// Ends every non-terminal task the master has on `agent` that is not
+    /// in `listed`, as `unknown` says.
+    fn end_tasks_not_listed(&mut self, agent: &str, listed: &BTreeSet<TaskKey>, unknown: &Unknown, now: Duration) {
         let missing: Vec<TaskKey> = self
             .tasks
             .iter()
-            .filter(|(k, t)| t.agent_id.value == agent && !t.state.is_terminal() && !reported.contains(*k))
+            .filter(|(k, t)| t.agent_id.value == agent && !t.state.is_terminal() && !listed.contains(*k))
             .map(|(k, _)| k.clone())
             .collect();
         for key in missing {
             let partition_aware = self.frameworks.get(&key.0).is_some_and(Framework::partition_aware);
-            let state = if partition_aware { TaskState::Gone } else { TaskState::Lost };
+            let state = if partition_aware { unknown.aware_state } else { TaskState::Lost };
             let Some(task) = self.tasks.get(&key) else { continue };
             let status = self.master_status(
                 &task.info.task_id,
                 Some(&task.agent_id),
                 state,
-                Reason::ReasonReconciliation,
-                "Task is unknown to the agent".to_owned(),
+                unknown.reason,
+                unknown.message.clone(),
                 now,
             );
-            tracing::warn!(agent, task = %key.1, state = state.as_str(), "task unknown to the re-registering agent");
+            tracing::warn!(agent, task = %key.1, state = state.as_str(), "{}", unknown.what);
             self.release_task_resources(&key, now);
             self.send_master_status(&key, status, state);
             self.complete_task(&key);
         }
+    }
+
+    /// The agent named by a call other than SUBSCRIBE (`call` names it in
+    /// errors), once `principal` may act as it and `stream_id` is its
+    /// current subscription's.
+    fn on_current_stream<'a>(
+        &self,
+        agent_id: Option<&'a AgentId>,
+        stream_id: Option<&str>,
+        principal: Option<&str>,
+        call: &str,
+    ) -> Result<&'a AgentId, CallError> {
+        let agent_id = agent_id.ok_or_else(|| CallError::bad_request("Expecting 'agent_id' to be present"))?;
+        self.check_agent_owner(principal, &agent_id.value)?;
+        let not_subscribed = || CallError::forbidden(format!("Agent {agent_id} is not subscribed"));
+        let agent = self.agents.get(&agent_id.value).ok_or_else(not_subscribed)?;
+        let conn = agent.conn.as_ref().ok_or_else(not_subscribed)?;
+        match stream_id {
+            None => Err(CallError::bad_request(format!("{call} calls must include the 'Mesos-Stream-Id' header"))),
+            Some(s) if s != conn.stream_id => Err(CallError::bad_request(format!(
+                "The stream ID '{s}' does not match the current stream of agent {agent_id}"
+            ))),
+            Some(_) => Ok(agent_id),
+        }
+    }
+
+    /// Agent WITHDRAW ([`agent_api::Withdraw`]): the agent stops serving and
+    /// lists the tasks it knows. A task the master has on it that the list
+    /// lacks was launched on the stream the agent no longer read: it never
+    /// started, and ends now as TASK_DROPPED (TASK_LOST if not
+    /// partition-aware), REASON_AGENT_DRAINING, so its framework places it
+    /// again instead of waiting for the agent's loss. Then the agent is
+    /// disconnected, as when its stream closes.
+    pub fn agent_withdraw(
+        &mut self,
+        agent_id: Option<&AgentId>,
+        stream_id: Option<&str>,
+        withdraw: agent_api::Withdraw,
+        principal: Option<&str>,
+        now: Duration,
+    ) -> Result<(), CallError> {
+        let id = self.on_current_stream(agent_id, stream_id, principal, "WITHDRAW")?.value.clone();
+        let listed: BTreeSet<TaskKey> =
+            withdraw.tasks.iter().map(|t| (t.framework_id.value.clone(), t.task_info.task_id.value.clone())).collect();
+        let unknown = Unknown {
+            aware_state: TaskState::Dropped,
+            reason: Reason::ReasonAgentDraining,
+            message: format!(
+                "agent {id} withdrew (it cannot serve its node) before it received the launch; nothing was started"
+            ),
+            what: "task launched on the stream of an agent that withdrew before reading it",
+        };
+        self.end_tasks_not_listed(&id, &listed, &unknown, now);
+        let stream = self.agents.get(&id).and_then(|a| a.conn.as_ref()).map(|c| c.stream_id.clone());
+        if let Some(stream) = stream {
+            tracing::info!(agent = %id, tasks = listed.len(), "agent withdrew");
+            self.agent_stream_closed(&id, &stream, now);
+        }
+        Ok(())
     }
 
     /// The agent's stream closed: no more offers of it; its tasks keep
@@ -349,20 +430,8 @@ impl Master {
         principal: Option<&str>,
         now: Duration,
     ) -> Result<(), CallError> {
-        let agent_id = agent_id.ok_or_else(|| CallError::bad_request("Expecting 'agent_id' to be present"))?;
-        self.check_agent_owner(principal, &agent_id.value)?;
+        let agent_id = self.on_current_stream(agent_id, stream_id, principal, "UPDATE")?;
         let not_subscribed = || CallError::forbidden(format!("Agent {agent_id} is not subscribed"));
-        let agent = self.agents.get(&agent_id.value).ok_or_else(not_subscribed)?;
-        let conn = agent.conn.as_ref().ok_or_else(not_subscribed)?;
-        match stream_id {
-            None => return Err(CallError::bad_request("UPDATE calls must include the 'Mesos-Stream-Id' header")),
-            Some(s) if s != conn.stream_id => {
-                return Err(CallError::bad_request(format!(
-                    "The stream ID '{s}' does not match the current stream of agent {agent_id}"
-                )));
-            }
-            Some(_) => {}
-        }
         let mut status = update.status;
         if let Some(uuid) = &status.uuid
             && uuid.as_slice().len() != 16
