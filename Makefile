@@ -108,9 +108,10 @@ endef
 e2e: images ## only the end-to-end suite on a 3-node swarm (part of test-all; prints its wall time)
 	$(CARGO) test -p mpiswarm-e2e $(ENGINE) --test suite
 
-crds: ## regenerate crds/mpijob.yaml (and its copy manifests/10-crd.yaml) from the Rust types
+crds: ## regenerate crds/mpijob.yaml (and its copy manifests/10-crd.yaml) and manifests/11-offer-registry-crd.yaml from the Rust types
 	$(MPISWARM) crd > crds/mpijob.yaml
 	cp crds/mpijob.yaml manifests/10-crd.yaml
+	$(MPISWARM) crd --offer-registry > manifests/11-offer-registry-crd.yaml
 
 images: ## build the rank image mpiswarm/openmpi, the node image mpiswarm/node, the stock MPICH image mpiswarm/debian-mpich and mpiswarm/mpiswarm (the binary) (cached: seconds when nothing changed)
 	$(call build-images,$(MPISWARM))

@@ -34,8 +34,14 @@ struct Cli {
 enum Command {
     /// Print the MpiJob CustomResourceDefinition as YAML (apply it with kubectl).
     ///
-    /// The committed crds/mpijob.yaml is this output; a test fails if they drift.
-    Crd,
+    /// The committed crds/mpijob.yaml is this output, and with --offer-registry
+    /// manifests/11-offer-registry-crd.yaml; tests fail if they drift.
+    Crd {
+        /// Print the offer layer's instead: OfferRegistry, where replicas run
+        /// with --lease-name keep their registry.
+        #[arg(long)]
+        offer_registry: bool,
+    },
     /// Print version information for this binary and the APIs it speaks.
     Version,
     /// Run the embedded Kubernetes-compatible API server (writes DIR/kubeconfig).
@@ -66,7 +72,10 @@ fn main() -> anyhow::Result<()> {
     init_tracing();
     let cli = Cli::parse();
     match cli.command {
-        Command::Crd => print!("{}", mpiswarm_crds::crd_yaml()?),
+        Command::Crd { offer_registry: false } => print!("{}", mpiswarm_crds::crd_yaml()?),
+        Command::Crd { offer_registry: true } => {
+            print!("{}", serde_yaml::to_string(&mpiswarm_offers::registry_api::crd())?)
+        }
         Command::Version => version::print(),
         Command::Apiserver(args) => block_on(mpiswarm_apiserver::run(args))?,
         Command::Images(args) => block_on(mpiswarm_stack::images::run(args))?,

@@ -1,4 +1,4 @@
-//! The binary users run: `mpiswarm crd` prints exactly the committed CRD, and
+//! The binary users run: `mpiswarm crd` prints exactly the committed CRDs, and
 //! every subcommand explains itself under `--help`.
 
 use std::process::Command;
@@ -25,6 +25,18 @@ fn the_manifests_ship_the_same_crd() {
     let shipped = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/10-crd.yaml"))
         .expect("manifests/10-crd.yaml");
     assert!(String::from_utf8_lossy(&out.stdout) == shipped, "manifests/10-crd.yaml differs: run `make crds`");
+}
+
+#[test]
+fn the_manifests_ship_the_offer_registry_crd() {
+    let out = mpiswarm(&["crd", "--offer-registry"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(printed.contains("name: offerregistries.offers.mpiswarm.io"), "{printed}");
+    let shipped =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../manifests/11-offer-registry-crd.yaml"))
+            .expect("manifests/11-offer-registry-crd.yaml");
+    assert!(printed == shipped, "manifests/11-offer-registry-crd.yaml differs: run `make crds`");
 }
 
 #[test]

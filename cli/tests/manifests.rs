@@ -1,23 +1,31 @@
-//! The Deployment of `manifests/30-controller.yaml` wires TLS and
-//! credentials from Secrets, checked by running it: both containers start
-//! as written (their args, their environment, their Secret volumes
-//! materialized from test CAs at the mount paths, under a temp root), and
-//! the controller subscribes to the offer layer over HTTPS with its own
-//! credential. The offer layer refuses a client without credentials (401)
-//! and does not speak plain HTTP. The controller's log endpoint, as
-//! written, serves HTTPS with the certificate of its Secret to a client
-//! that trusts that Secret's CA and asks for the host of `--logs-url`:
-//! no token is 401, a token the API server knows whose user may not `get
-//! mpijobs/log` in the namespace is 403 naming user, verb, resource and
-//! namespace, and a user a Role allows it gets as far as the job (404, no
-//! such job); the URL as written is what the controller records for
-//! `mpiswarm logs`. The Service of the manifest carries that one port:
-//! its port is the URL's, its target the container's log port, which is
-//! the port the endpoint listens on as written. Kubernetes itself is the
-//! embedded API server (with two token-file users); what a test cannot take
-//! from the manifest is overridden and said: listen addresses (loopback, a
-//! port the system picks; clients reach the URL's host there), the
-//! `valueFrom` fields, and `--kubeconfig` for the in-cluster config.
+//! The manifests wire TLS, credentials and the offer layer's replicas,
+//! checked by running them: the controller container of the Deployment in
+//! `manifests/30-controller.yaml` and a replica of the StatefulSet in
+//! `manifests/40-offers.yaml` start as written (their args, with `$(VAR)`
+//! expanded as the kubelet does, their environment, their Secret volumes
+//! materialized from test CAs at the mount paths, under a temp root). The
+//! replica elects itself through its Lease, under the DNS name the
+//! StatefulSet and its headless Service give it, and keeps its registry in
+//! the OfferRegistry of `manifests/11-offer-registry-crd.yaml`; the
+//! controller's masters as written are exactly the replicas' URLs, and it
+//! subscribes over HTTPS with its own credential. The offer layer refuses a
+//! client without credentials (401) and does not speak plain HTTP. The
+//! controller's log endpoint, as written, serves HTTPS with the certificate
+//! of its Secret to a client that trusts that Secret's CA and asks for the
+//! host of `--logs-url`: no token is 401, a token the API server knows
+//! whose user may not `get mpijobs/log` in the namespace is 403 naming
+//! user, verb, resource and namespace, and a user a Role allows it gets as
+//! far as the job (404, no such job); the URL as written is what the
+//! controller records for `mpiswarm logs`. The Service of the manifest
+//! carries that one port: its port is the URL's, its target the container's
+//! log port, which is the port the endpoint listens on as written.
+//! Kubernetes itself is the embedded API server (with two token-file
+//! users); what a test cannot take from the manifest is overridden and
+//! said: listen addresses (loopback, a port the system picks; clients reach
+//! the URL's host there), the controller's masters (the one replica, on
+//! loopback: the cluster's DNS names resolve nowhere here), the `valueFrom`
+//! fields (namespace `default`, pod `mpiswarm-offers-0`), and the
+//! kubeconfig for the in-cluster config.
 
 #[path = "../../controller/tests/common/mod.rs"]
 mod common;
@@ -29,7 +37,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Api, PostParams};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 
 const CONTROLLER_PRINCIPAL: &str = "mpiswarm-controller";
@@ -49,19 +58,25 @@ impl Drop for Process {
     }
 }
 
-/// The documents of manifests/30-controller.yaml.
+/// The documents of manifests/30-controller.yaml (the controller),
+/// 40-offers.yaml (the offer layer's replicas) and 11-offer-registry-crd.yaml.
 fn documents() -> Vec<Value> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests/30-controller.yaml");
-    let text = std::fs::read_to_string(&path).expect("manifests/30-controller.yaml");
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|d| <Value as serde::Deserialize>::deserialize(d).expect("a YAML document"))
+    ["30-controller.yaml", "40-offers.yaml", "11-offer-registry-crd.yaml"]
+        .iter()
+        .flat_map(|file| {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../manifests").join(file);
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("manifests/{file}: {e}"));
+            serde_yaml::Deserializer::from_str(&text)
+                .map(|d| <Value as serde::Deserialize>::deserialize(d).expect("a YAML document"))
+                .collect::<Vec<Value>>()
+        })
         .collect()
 }
 
 fn document<'a>(docs: &'a [Value], kind: &str, name: Option<&str>) -> &'a Value {
     docs.iter()
         .find(|d| d["kind"] == kind && name.is_none_or(|n| d["metadata"]["name"] == n))
-        .unwrap_or_else(|| panic!("no {kind} {} in manifests/30-controller.yaml", name.unwrap_or_default()))
+        .unwrap_or_else(|| panic!("no {kind} {} in the manifests", name.unwrap_or_default()))
 }
 
 /// What the Secrets hold, made from test CAs as an operator would: `pki`
@@ -94,7 +109,7 @@ fn secrets(
     ])
 }
 
-/// A container of the Deployment, its volumes materialized under `root`.
+/// A container of a pod template, its volumes materialized under `root`.
 struct Container {
     args: Vec<String>,
     env: Vec<(String, String)>,
@@ -111,7 +126,7 @@ impl Container {
             .expect("containers")
             .iter()
             .find(|c| c["name"] == name)
-            .unwrap_or_else(|| panic!("no container {name} in the Deployment"));
+            .unwrap_or_else(|| panic!("no container {name} in the pod"));
         let volumes = pod["volumes"].as_array().expect("volumes");
         let mut mounts = Vec::new();
         for m in c["volumeMounts"].as_array().into_iter().flatten() {
@@ -173,13 +188,18 @@ impl Container {
         self.env.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str()).unwrap_or_else(|| panic!("no env {name}"))
     }
 
+    /// The container's process: its args, in which `$(NAME)` is the value
+    /// of variable NAME of its environment (as the kubelet expands them),
+    /// and its environment with `overrides` applied.
     fn command(&self, overrides: &[(&str, &str)], log: &Path) -> Command {
+        let mut env: BTreeMap<&str, &str> = self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        env.extend(overrides.iter().copied());
+        let expand = |arg: &String| env.iter().fold(arg.clone(), |a, (k, v)| a.replace(&format!("$({k})"), v));
+        let args: Vec<String> = self.args.iter().map(expand).collect();
+        assert!(args.iter().all(|a| !a.contains("$(")), "a variable the environment does not set: {args:?}");
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_mpiswarm"));
-        cmd.args(&self.args).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
-        for (k, v) in &self.env {
-            cmd.env(k, v);
-        }
-        for (k, v) in overrides {
+        cmd.args(&args).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default());
+        for (k, v) in &env {
             cmd.env(k, v);
         }
         cmd.stdout(Stdio::null()).stderr(std::fs::File::create(log).expect("a log file"));
@@ -245,6 +265,33 @@ fn check_logs_service(docs: &[Value], url: &reqwest::Url, controller: &Container
     assert!(controller.ports.values().any(|p| *p == target), "the controller container declares no port {target}");
 }
 
+/// The URLs of the offer layer's replicas as the StatefulSet and its
+/// headless Service make them: `https://NAME-i.SERVICE.NAMESPACE.svc:PORT`
+/// for each replica, where PORT is the Service's, which targets the port
+/// the container listens on as written, and the Service selects the
+/// StatefulSet's pods whether ready or not (a standby answers redirects).
+fn replica_urls(docs: &[Value], offers: &Container) -> Vec<String> {
+    let sts = document(docs, "StatefulSet", Some("mpiswarm-offers"));
+    let (name, namespace) = (sts["metadata"]["name"].as_str().expect("a name"), &sts["metadata"]["namespace"]);
+    let service_name = sts["spec"]["serviceName"].as_str().expect("the StatefulSet's serviceName");
+    let service = document(docs, "Service", Some(service_name));
+    assert_eq!(service["metadata"]["namespace"], *namespace, "Service {service_name} and the StatefulSet");
+    assert_eq!(service["spec"]["clusterIP"], "None", "Service {service_name} is headless: a DNS name per replica");
+    assert_eq!(service["spec"]["publishNotReadyAddresses"], true, "standbys resolve too");
+    let labels = &sts["spec"]["template"]["metadata"]["labels"];
+    let selector = service["spec"]["selector"].as_object().expect("the Service's selector");
+    assert!(!selector.is_empty() && selector.iter().all(|(k, v)| labels[k] == *v), "{selector:?} selects not {labels}");
+    let ports = service["spec"]["ports"].as_array().expect("the Service's ports");
+    assert_eq!(ports.len(), 1, "Service {service_name}: {ports:?}");
+    let target = ports[0]["targetPort"].as_str().expect("a named targetPort");
+    let listen = offers.env("MPISWARM_OFFERS_LISTEN");
+    assert_eq!(offers.ports.get(target).copied(), Some(port_of(listen)), "{service_name} targets {target}; {listen}");
+    let port = ports[0]["port"].as_u64().expect("the Service's port");
+    let replicas = sts["spec"]["replicas"].as_u64().expect("the StatefulSet's replicas");
+    let namespace = namespace.as_str().expect("a namespace");
+    (0..replicas).map(|i| format!("https://{name}-{i}.{service_name}.{namespace}.svc:{port}")).collect()
+}
+
 /// The API server's users of the test: TEAM_A and TEAM_B (token file).
 fn tokens_file(dir: &Path) -> PathBuf {
     let path = dir.join("tokens.csv");
@@ -285,7 +332,7 @@ async fn get_logs(client: &reqwest::Client, url: &str, token: Option<&str>) -> (
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_deployment_runs_as_written_subscribes_over_tls_and_serves_the_log_endpoint_behind_its_service() {
+async fn the_controller_and_an_offers_replica_run_as_written_subscribe_over_tls_and_serve_the_log_endpoint() {
     let docs = documents();
     let d = document(&docs, "Deployment", None);
     let pod = &d["spec"]["template"]["spec"];
@@ -307,9 +354,11 @@ async fn the_deployment_runs_as_written_subscribes_over_tls_and_serves_the_log_e
     let pki = mpiswarm_testkit::TestPki::new();
     let logs_pki = mpiswarm_testkit::TestPki::for_hosts(&[&logs_host]);
     let secrets = secrets(&pki, &logs_pki);
-    let offers = Container::of(pod, "offers", &root, &secrets);
+    let offers_pod = &document(&docs, "StatefulSet", Some("mpiswarm-offers"))["spec"]["template"]["spec"];
+    let offers = Container::of(offers_pod, "offers", &root, &secrets);
     let controller = Container::of(pod, "controller", &root, &secrets);
     check_logs_service(&docs, &logs_url, &controller);
+    let replicas = replica_urls(&docs, &offers);
 
     // Kubernetes: the embedded API server, which knows the tenants' tokens.
     let mut api_args = mpiswarm_apiserver::ApiserverArgs::for_dir(dir.path().join("api"));
@@ -317,20 +366,36 @@ async fn the_deployment_runs_as_written_subscribes_over_tls_and_serves_the_log_e
     let api = mpiswarm_apiserver::start(api_args).await.expect("the API server starts");
     let client = common::client(&api.kubeconfig).await;
     common::install_crd(&client).await;
+    let registry_crd: CustomResourceDefinition =
+        serde_json::from_value(document(&docs, "CustomResourceDefinition", None).clone()).expect("the CRD");
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &registry_crd)
+        .await
+        .expect("manifests/11-offer-registry-crd.yaml is accepted");
+    let kubeconfig = api.kubeconfig.to_str().expect("UTF-8").to_owned();
 
-    // The offer layer, as written but on a loopback port the system picks.
+    // A replica of the offer layer, as written (its Lease and registry in
+    // the API server) but on a loopback port the system picks, as the
+    // first pod of the StatefulSet in namespace default.
     let offers_log = root.join("offers.log");
-    let _offers =
-        Process(offers.command(&[("MPISWARM_OFFERS_LISTEN", "127.0.0.1:0")], &offers_log).spawn().expect("offers"));
+    let offers_env = [
+        ("MPISWARM_OFFERS_LISTEN", "127.0.0.1:0"),
+        ("MPISWARM_OFFERS_KUBECONFIG", kubeconfig.as_str()),
+        ("POD_NAME", "mpiswarm-offers-0"),
+        ("POD_NAMESPACE", "default"),
+        ("MPISWARM_OFFERS_LEASE_NAMESPACE", "default"),
+    ];
+    let _offers = Process(offers.command(&offers_env, &offers_log).spawn().expect("offers"));
     let url = printed_url(&offers_log);
     assert!(url.starts_with("https://"), "the offer layer serves {url}, not HTTPS");
     let port = url.rsplit(':').next().expect("a port").trim_end_matches('/');
 
-    // The controller, as written: its master is the sidecar over loopback.
-    let master = controller.env("MPISWARM_MASTER");
-    assert_eq!(master, "https://localhost:5050", "the controller's master in the Deployment");
-    let master = master.replace(":5050", &format!(":{port}"));
-    let kubeconfig = api.kubeconfig.to_str().expect("UTF-8").to_owned();
+    // The controller, as written: its masters are the replicas, by the
+    // names the StatefulSet and its Service give them; here the one
+    // replica, on loopback (a name in the cluster's DNS resolves nowhere here).
+    let masters = controller.env("MPISWARM_MASTER");
+    assert_eq!(masters.split(',').collect::<Vec<_>>(), replicas, "the controller's masters in the Deployment");
+    let master = format!("https://localhost:{port}");
     let controller_log = root.join("controller.log");
     let overrides = [
         ("MPISWARM_MASTER", master.as_str()),
@@ -373,6 +438,23 @@ async fn the_deployment_runs_as_written_subscribes_over_tls_and_serves_the_log_e
         )
     });
     eprintln!("subscribed: {} ({})", subscribed["name"], subscribed["id"]);
+    // The replica leads under its DNS name (its Lease identity), and keeps
+    // the registry in the OfferRegistry named like the Lease.
+    let state = https.get(&state_url).basic_auth(CONTROLLER_PRINCIPAL, Some(CONTROLLER_SECRET)).send().await;
+    let state: Value = state.expect("state").json().await.expect("JSON");
+    let leader = format!("master@mpiswarm-offers-0.mpiswarm-offers.default.svc:{port}");
+    assert_eq!(state["leader"].as_str(), Some(leader.as_str()), "{}", state["leader"]);
+    let lease_name = offers.args.iter().find_map(|a| a.strip_prefix("--lease-name=")).expect("--lease-name");
+    let registries: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("offers.mpiswarm.io", "v1", "OfferRegistry"),
+            "offerregistries",
+        ),
+    );
+    let registry = registries.get(lease_name).await.expect("the registry object");
+    assert_eq!(registry.data["spec"]["holder"].as_str(), Some(&leader["master@".len()..]), "{:?}", registry.data);
 
     // Without credentials: 401. In plain HTTP: no answer at all.
     let anonymous = https

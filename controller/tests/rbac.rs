@@ -18,14 +18,21 @@
 //! admission plugin); the objects are those that name the controller in
 //! their managedFields. Rules nothing exercised are printed, for a human to
 //! judge.
+//!
+//! The offer layer's Role (bound to the service account of the StatefulSet
+//! in `manifests/40-offers.yaml`) is checked the same way: two replicas
+//! elect a leader with their Lease, an agent registers (the registry is
+//! written), the leader stops and the other takes the Lease over and claims
+//! the registry; every request of the replicas' client
+//! (`mpiswarm_offers::USER_AGENT`) must be allowed by the Role, and in its
+//! namespace, the only one a Role grants anything in.
 
 mod common;
 
 use std::collections::BTreeSet;
 
 use common::{Stack, controller_client, job_yaml, loopback_logs, options, program, settings};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, Subject};
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::discovery::Discovery;
 use mpiswarm_apiserver::audit::Event;
@@ -69,6 +76,20 @@ fn allows(rule: &PolicyRule, r: &Request) -> bool {
         && names_ok
 }
 
+/// The kinds of request among `events` that name a resource.
+fn requests(events: &[&Event]) -> BTreeSet<Request> {
+    events
+        .iter()
+        .filter_map(|e| e.object_ref.as_ref().map(|o| (e, o)))
+        .map(|(e, o)| Request {
+            verb: e.verb.clone(),
+            group: o.api_group.clone(),
+            resource: o.resource.clone(),
+            subresource: o.subresource.clone(),
+        })
+        .collect()
+}
+
 /// Every (verb, group, resource/subresource) a rule grants, for the report.
 fn granted(rule: &PolicyRule) -> Vec<String> {
     let mut out = Vec::new();
@@ -98,39 +119,47 @@ fn of_kind<T: serde::de::DeserializeOwned>(docs: &[serde_json::Value], kind: &st
         .collect()
 }
 
+/// The namespace and service account of workload `kind`/`name` in
+/// `manifests/FILE` (its pod template's serviceAccountName), checked to be
+/// a ServiceAccount of `manifests/20-rbac.yaml`.
+fn service_account_of(file: &str, kind: &str, name: &str) -> (String, String) {
+    let docs = manifest_docs(file);
+    let workload = docs
+        .iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} in manifests/{file}"));
+    let namespace = workload["metadata"]["namespace"].as_str().expect("the workload's namespace").to_owned();
+    let account = workload["spec"]["template"]["spec"]["serviceAccountName"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{kind} {name} names no serviceAccountName"))
+        .to_owned();
+    let rbac = manifest_docs("20-rbac.yaml");
+    assert!(
+        rbac.iter().any(|a| a["kind"] == "ServiceAccount"
+            && a["metadata"]["name"] == account.as_str()
+            && a["metadata"]["namespace"] == namespace.as_str()),
+        "manifests/20-rbac.yaml has no ServiceAccount {namespace}/{account}, which {kind} {name} runs as"
+    );
+    (namespace, account)
+}
+
+/// Whether `subjects` name service account `namespace`/`account`.
+fn names_account(subjects: Option<&[Subject]>, namespace: &str, account: &str) -> bool {
+    subjects
+        .unwrap_or_default()
+        .iter()
+        .any(|s| s.kind == "ServiceAccount" && s.name == account && s.namespace.as_deref() == Some(namespace))
+}
+
 /// The rules granted cluster-wide to the service account the controller's
 /// Deployment runs as, through the manifests' ClusterRoleBindings.
 fn controller_rules() -> Vec<PolicyRule> {
-    let deployments: Vec<Deployment> = of_kind(&manifest_docs("30-controller.yaml"), "Deployment");
-    let deployment = deployments
-        .iter()
-        .find(|d| d.metadata.name.as_deref() == Some("mpiswarm-controller"))
-        .expect("the controller Deployment in manifests/30-controller.yaml");
-    let namespace = deployment.metadata.namespace.clone().expect("the Deployment's namespace");
-    let account = deployment
-        .spec
-        .template
-        .spec
-        .as_ref()
-        .and_then(|p| p.service_account_name.clone())
-        .expect("the Deployment names its serviceAccountName");
-
+    let (namespace, account) = service_account_of("30-controller.yaml", "Deployment", "mpiswarm-controller");
     let rbac = manifest_docs("20-rbac.yaml");
     let roles: Vec<ClusterRole> = of_kind(&rbac, "ClusterRole");
     let bindings: Vec<ClusterRoleBinding> = of_kind(&rbac, "ClusterRoleBinding");
-    let accounts = rbac.iter().filter(|d| d["kind"] == "ServiceAccount");
-    assert!(
-        accounts
-            .into_iter()
-            .any(|a| a["metadata"]["name"] == account.as_str() && a["metadata"]["namespace"] == namespace.as_str()),
-        "manifests/20-rbac.yaml has no ServiceAccount {namespace}/{account}, which the Deployment runs as"
-    );
     let mut rules = Vec::new();
-    for b in bindings.iter().filter(|b| {
-        b.subjects.as_deref().unwrap_or_default().iter().any(|s| {
-            s.kind == "ServiceAccount" && s.name == account && s.namespace.as_deref() == Some(namespace.as_str())
-        })
-    }) {
+    for b in bindings.iter().filter(|b| names_account(b.subjects.as_deref(), &namespace, &account)) {
         assert_eq!(b.role_ref.kind, "ClusterRole", "binding {:?}", b.metadata.name);
         let role = roles
             .iter()
@@ -140,6 +169,32 @@ fn controller_rules() -> Vec<PolicyRule> {
     }
     assert!(!rules.is_empty(), "no ClusterRoleBinding grants anything to {namespace}/{account}");
     rules
+}
+
+/// The rules granted to the service account the offer layer's StatefulSet
+/// (`manifests/40-offers.yaml`) runs as, through the RoleBindings of
+/// `manifests/20-rbac.yaml`, and the namespace they hold in (the
+/// StatefulSet's: Roles grant nothing elsewhere).
+fn offers_rules() -> (Vec<PolicyRule>, String) {
+    let (namespace, account) = service_account_of("40-offers.yaml", "StatefulSet", "mpiswarm-offers");
+    let rbac = manifest_docs("20-rbac.yaml");
+    let roles: Vec<Role> = of_kind(&rbac, "Role");
+    let bindings: Vec<RoleBinding> = of_kind(&rbac, "RoleBinding");
+    let in_namespace = |m: &kube::core::ObjectMeta| m.namespace.as_deref() == Some(namespace.as_str());
+    let mut rules = Vec::new();
+    for b in bindings
+        .iter()
+        .filter(|b| in_namespace(&b.metadata) && names_account(b.subjects.as_deref(), &namespace, &account))
+    {
+        assert_eq!(b.role_ref.kind, "Role", "binding {:?}", b.metadata.name);
+        let role = roles
+            .iter()
+            .find(|r| in_namespace(&r.metadata) && r.metadata.name.as_deref() == Some(b.role_ref.name.as_str()))
+            .unwrap_or_else(|| panic!("binding {:?} names a Role that is not in {namespace}", b.metadata.name));
+        rules.extend(role.rules.clone().unwrap_or_default());
+    }
+    assert!(!rules.is_empty(), "no RoleBinding grants anything to {namespace}/{account}");
+    (rules, namespace)
 }
 
 /// What Kubernetes authorizes besides the verbs in the log (see the module
@@ -261,16 +316,7 @@ async fn the_cluster_role_covers_every_request_the_controller_makes_through_a_jo
     let events = s.audit_events().await;
     let controller: Vec<&Event> = events.iter().filter(|e| e.user_agent == mpiswarm_controller::USER_AGENT).collect();
     let others: BTreeSet<&str> = events.iter().map(|e| e.user_agent.as_str()).collect();
-    let used: BTreeSet<Request> = controller
-        .iter()
-        .filter_map(|e| e.object_ref.as_ref().map(|o| (e, o)))
-        .map(|(e, o)| Request {
-            verb: e.verb.clone(),
-            group: o.api_group.clone(),
-            resource: o.resource.clone(),
-            subresource: o.subresource.clone(),
-        })
-        .collect();
+    let used = requests(&controller);
     eprintln!("the controller ({}) used, over {} requests:", mpiswarm_controller::USER_AGENT, controller.len());
     for r in &used {
         eprintln!("  {r}");
@@ -349,6 +395,123 @@ async fn the_cluster_role_covers_every_request_the_controller_makes_through_a_jo
     for g in &unexercised {
         eprintln!("  {g}");
     }
+}
+
+/// The leader among `urls` by what each says (`/master/state`'s leader),
+/// once one says it leads itself, within the deadline.
+async fn leader_among(urls: &[String]) -> String {
+    let http = reqwest::Client::new();
+    let found = tokio::time::timeout(common::DEADLINE, async {
+        loop {
+            for url in urls {
+                let state = http.get(format!("{url}/master/state")).send().await;
+                let state: serde_json::Value = match state {
+                    Ok(r) => r.json().await.unwrap_or_default(),
+                    Err(_) => continue,
+                };
+                let own = format!("master@{}", url.trim_start_matches("http://"));
+                if state["leader"].as_str() == Some(own.as_str()) {
+                    return url.clone();
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+    found.unwrap_or_else(|_| panic!("none of {urls:?} led within {:?}", common::DEADLINE))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_offers_role_covers_every_request_the_replicas_make_through_an_election_and_a_takeover() {
+    let (rules, namespace) = offers_rules();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut api_args = mpiswarm_apiserver::ApiserverArgs::for_dir(dir.path().join("api"));
+    api_args.audit_log = Some(dir.path().join("audit.jsonl"));
+    let api = mpiswarm_apiserver::start(api_args).await.expect("API server starts");
+    let client = common::client(&api.kubeconfig).await;
+    // What an operator applies first: the namespace and the registry's CRD.
+    for (file, kind) in [("00-namespace.yaml", "Namespace"), ("11-offer-registry-crd.yaml", "CustomResourceDefinition")]
+    {
+        for doc in manifest_docs(file).into_iter().filter(|d| d["kind"] == kind) {
+            let object: DynamicObject = serde_json::from_value(doc).expect("an object");
+            let gvk = kube::core::GroupVersionKind::try_from(object.types.as_ref().expect("types")).expect("a GVK");
+            let (ar, _) = kube::discovery::pinned_kind(&client, &gvk).await.expect("the kind is served");
+            Api::<DynamicObject>::all_with(client.clone(), &ar)
+                .create(&kube::api::PostParams::default(), &object)
+                .await
+                .unwrap_or_else(|e| panic!("manifests/{file}: {e}"));
+        }
+    }
+
+    // Two replicas elect a leader; an agent registers (the registry is
+    // written); the leader stops and the other takes the Lease over and
+    // claims the registry.
+    let lease = "mpiswarm-offers";
+    let a = mpiswarm_offers::start(common::replica_args(&api.kubeconfig, &namespace, lease)).await.expect("replica a");
+    let b = mpiswarm_offers::start(common::replica_args(&api.kubeconfig, &namespace, lease)).await.expect("replica b");
+    let urls = vec![a.url(), b.url()];
+    let first = leader_among(&urls).await;
+    let mut agent = mpiswarm_testkit::TestAgent::start(
+        &urls.join(","),
+        "node1",
+        vec![mpiswarm_mesos::Resource::scalar("cpus", 2.0), mpiswarm_mesos::Resource::scalar("mem", 2048.0)],
+    );
+    mpiswarm_testkit::scheduler::within("the agent's registration", agent.subscribed(1)).await;
+    let (leader, standby) = if first == a.url() { (a, b) } else { (b, a) };
+    leader.stop().await.expect("the leader stops cleanly");
+    let second = leader_among(std::slice::from_ref(&standby.url())).await;
+    eprintln!("{first} led, then {second}");
+
+    let events = common::audit_events(&api).await;
+    let offers: Vec<&Event> = events.iter().filter(|e| e.user_agent == mpiswarm_offers::USER_AGENT).collect();
+    let others: BTreeSet<&str> = events.iter().map(|e| e.user_agent.as_str()).collect();
+    eprintln!(
+        "the replicas ({}) made {} requests; other clients: {others:?}",
+        mpiswarm_offers::USER_AGENT,
+        offers.len()
+    );
+    let elsewhere: Vec<String> = offers
+        .iter()
+        .filter_map(|e| e.object_ref.as_ref())
+        .filter(|o| o.namespace != namespace)
+        .map(|o| format!("{} {}/{}", o.resource, o.namespace, o.name))
+        .collect();
+    assert!(elsewhere.is_empty(), "requests outside {namespace}, where the Role grants nothing: {elsewhere:?}");
+    let used = requests(&offers);
+    for r in &used {
+        eprintln!("  {r}");
+    }
+    let non_resource: Vec<String> = offers
+        .iter()
+        .filter(|e| e.object_ref.is_none() && !discovery_path(&e.request_uri))
+        .map(|e| format!("{} {}", e.verb, e.request_uri))
+        .collect();
+    assert!(
+        non_resource.is_empty(),
+        "the replicas requested non-resource URLs no default role grants: {non_resource:?}"
+    );
+    // The election, the claim and a write must all be in the log, or the
+    // check below proves nothing.
+    for (verb, group, resource) in [
+        ("get", "coordination.k8s.io", "leases"),
+        ("create", "coordination.k8s.io", "leases"),
+        ("update", "coordination.k8s.io", "leases"),
+        ("get", "offers.mpiswarm.io", "offerregistries"),
+        ("create", "offers.mpiswarm.io", "offerregistries"),
+        ("update", "offers.mpiswarm.io", "offerregistries"),
+    ] {
+        let r =
+            Request { verb: verb.into(), group: group.into(), resource: resource.into(), subresource: String::new() };
+        assert!(used.contains(&r), "the audit log never saw a replica {r}: the election or the registry did not run");
+    }
+    let missing: Vec<String> =
+        used.iter().filter(|r| !rules.iter().any(|rule| allows(rule, r))).map(ToString::to_string).collect();
+    assert!(missing.is_empty(), "manifests/20-rbac.yaml does not allow what the replicas did: {missing:#?}");
+    let unexercised: Vec<String> =
+        rules.iter().flat_map(granted).filter(|g| !used.iter().any(|r| *g == r.to_string())).collect();
+    eprintln!("granted but never used in this run: {unexercised:?}");
+    drop(agent);
+    standby.stop().await.expect("the second leader stops cleanly");
 }
 
 #[test]

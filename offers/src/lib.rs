@@ -34,4 +34,4 @@ pub mod registry_api;
 pub mod server;
 pub mod validation;
 
-pub use server::{Error, OffersArgs, Running, run, start};
+pub use server::{Error, OffersArgs, Running, USER_AGENT, run, start};

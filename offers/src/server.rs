@@ -402,7 +402,7 @@ fn serve(
 /// Lease and the registry of `--lease-name`.
 async fn kube_client(args: &OffersArgs) -> Result<kube::Client, Error> {
     let _already = rustls::crypto::ring::default_provider().install_default();
-    let config = match &args.kubeconfig {
+    let mut config = match &args.kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .map_err(|e| Error::Kube(format!("reading {}: {e}", path.display())))?;
@@ -412,8 +412,14 @@ async fn kube_client(args: &OffersArgs) -> Result<kube::Client, Error> {
         }
         None => kube::Config::infer().await.map_err(|e| Error::Kube(e.to_string()))?,
     };
+    config.headers.push((axum::http::header::USER_AGENT, axum::http::HeaderValue::from_static(USER_AGENT)));
     kube::Client::try_from(config).map_err(|e| Error::Kube(e.to_string()))
 }
+
+/// The User-Agent of the replicas' Kubernetes client (Lease and registry),
+/// which tells their requests apart in an audit log whatever credential
+/// they use: the RBAC test of `manifests/20-rbac.yaml` relies on it.
+pub const USER_AGENT: &str = concat!("mpiswarm-offers/", env!("CARGO_PKG_VERSION"));
 
 /// Resolves on SIGINT (Ctrl-C) or SIGTERM, with the signal's name.
 async fn interrupted() -> Result<&'static str, Error> {

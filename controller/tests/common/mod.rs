@@ -81,6 +81,38 @@ pub async fn install_crd(client: &kube::Client) {
         .expect("the MpiJob CRD is accepted");
 }
 
+/// Every event of `api`'s audit log so far (complete: none dropped).
+pub async fn audit_events(api: &mpiswarm_apiserver::Running) -> Vec<mpiswarm_apiserver::audit::Event> {
+    let log = api.audit.as_ref().expect("the test API server keeps an audit log");
+    log.flush().await;
+    assert_eq!(log.dropped(), 0, "the audit log dropped events: it is incomplete");
+    let text = std::fs::read_to_string(log.path()).expect("the audit log");
+    text.lines().map(|l| serde_json::from_str(l).expect("an audit event")).collect()
+}
+
+/// A replica of the offer layer on a free loopback port, electing its
+/// leader with Lease `lease` in `namespace` and keeping its registry there,
+/// through `kubeconfig`; a Lease of 2 s, so a standby takes over quickly.
+pub fn replica_args(kubeconfig: &Path, namespace: &str, lease: &str) -> mpiswarm_offers::OffersArgs {
+    let kubeconfig = kubeconfig.to_str().expect("utf-8 kubeconfig path");
+    OffersCli::parse_from([
+        "offers",
+        "--listen",
+        "127.0.0.1:0",
+        "--lease-name",
+        lease,
+        "--lease-namespace",
+        namespace,
+        "--lease-seconds",
+        "2",
+        "--kubeconfig",
+        kubeconfig,
+        "--allocation-interval",
+        "0.05",
+    ])
+    .args
+}
+
 pub fn offers_args(dir: &Path) -> mpiswarm_offers::OffersArgs {
     let dir = dir.to_str().expect("utf-8 temp dir");
     OffersCli::parse_from(["offers", "--listen", "127.0.0.1:0", "--data-dir", dir, "--allocation-interval", "0.05"])
@@ -339,11 +371,7 @@ impl Stack {
 
     /// Every request the API server has answered so far, as its audit log has them.
     pub async fn audit_events(&self) -> Vec<mpiswarm_apiserver::audit::Event> {
-        let log = self.api.audit.as_ref().expect("the test API server keeps an audit log");
-        log.flush().await;
-        assert_eq!(log.dropped(), 0, "the audit log dropped events: it is incomplete");
-        let text = std::fs::read_to_string(log.path()).expect("the audit log");
-        text.lines().map(|l| serde_json::from_str(l).expect("an audit event")).collect()
+        audit_events(&self.api).await
     }
 
     /// Every round the controller logged.
