@@ -26,7 +26,7 @@ fn every_agent_api_example_in_the_readme_round_trips_exactly() {
     assert!(lines.len() >= 12, "expected the agent API examples, found {} lines", lines.len());
     for line in lines {
         let value: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
-        let is_call = value.get("subscribe").is_some() || value.get("update").is_some();
+        let is_call = ["subscribe", "update", "withdraw"].iter().any(|k| value.get(k).is_some());
         let again = if is_call {
             let call: Call = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not a Call ({e}): {line}"));
             serde_json::to_string(&call).unwrap()

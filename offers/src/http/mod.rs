@@ -82,9 +82,12 @@ impl Shared {
     /// it leads and its fence has not passed, else the Lease's holder it read
     /// last; `None` while none is known.
     pub fn known_leader(&self) -> Option<String> {
-        let own = self.own_address();
+        let (own, fenced) = {
+            let master = self.master();
+            (master.config.address(), master.is_fenced(self.now()))
+        };
         match self.leadership.get() {
-            Leadership::Leading if self.master().is_fenced(self.now()) => None,
+            Leadership::Leading if fenced => None,
             other => other.leader(&own).map(str::to_owned),
         }
     }
