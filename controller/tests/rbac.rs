@@ -25,7 +25,9 @@
 //! written), the leader stops and the other takes the Lease over and claims
 //! the registry; every request of the replicas' client
 //! (`mpiswarm_offers::USER_AGENT`) must be allowed by the Role, and in its
-//! namespace, the only one a Role grants anything in.
+//! namespace, the only one a Role grants anything in. The Role's rules are
+//! those of `mpiswarm_offers::rbac`, which `mpiswarm up --offers-replicas`
+//! grants its replicas.
 
 mod common;
 
@@ -424,6 +426,12 @@ async fn leader_among(urls: &[String]) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_offers_role_covers_every_request_the_replicas_make_through_an_election_and_a_takeover() {
     let (rules, namespace) = offers_rules();
+    // What `mpiswarm up --offers-replicas` grants is what the manifests do.
+    assert_eq!(
+        rules,
+        mpiswarm_offers::rbac::rules(),
+        "the offers Role of manifests/20-rbac.yaml and mpiswarm_offers::rbac"
+    );
     let dir = tempfile::tempdir().expect("tempdir");
     let mut api_args = mpiswarm_apiserver::ApiserverArgs::for_dir(dir.path().join("api"));
     api_args.audit_log = Some(dir.path().join("audit.jsonl"));

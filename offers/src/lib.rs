@@ -8,6 +8,7 @@
 //! - [`registry`]: what survives a restart, on disk (one replica);
 //! - [`registry_api`]: the same in the API server, shared by replicas elected
 //!   with a Lease, fenced by its resourceVersion;
+//! - [`rbac`]: what those replicas may do in the API server (their Role);
 //! - [`registrar`]: the thread that writes the registry, in order, off the
 //!   async workers and the master's lock;
 //! - [`http`]: the HTTP surface (scheduler API, agent API, state, metrics);
@@ -28,6 +29,7 @@ pub mod fatal;
 pub mod http;
 pub mod leadership;
 pub mod master;
+pub mod rbac;
 pub mod registrar;
 pub mod registry;
 pub mod registry_api;

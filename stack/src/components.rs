@@ -86,19 +86,19 @@ pub fn offers_command(args: &UpArgs, dir: &std::path::Path, before: Option<&Stac
     Ok(cli)
 }
 
-/// The Lease (and the name of the shared registry) of `--offers-replicas`.
-pub const OFFERS_LEASE: &str = "mpiswarm-offers";
+pub use crate::offers_identity::OFFERS_LEASE;
 
 /// `mpiswarm offers ...` of every replica of `--offers-replicas N` (N > 1),
 /// named `offers-1` .. `offers-N`: elected with the Lease [`OFFERS_LEASE`]
-/// through DATA/kubeconfig, their registry in the API server, each on the
-/// port of the same replica in the last `up` if it is free.
+/// through their own kubeconfig ([`crate::offers_identity`]: their Role,
+/// not the admin's), their registry in the API server, each on the port of
+/// the same replica in the last `up` if it is free.
 pub fn offers_replica_commands(
     args: &UpArgs,
     dir: &std::path::Path,
     before: Option<&StackFile>,
 ) -> Result<Vec<(String, Vec<String>)>> {
-    let kubeconfig = text(&dir.join("kubeconfig"))?;
+    let kubeconfig = text(&crate::offers_identity::kubeconfig_file(dir))?;
     let mut out = Vec::new();
     for i in 0..usize::from(args.offers_replicas) {
         let port = before.and_then(|b| b.offers_replicas.get(i)).and_then(|u| stack_file::port_of(u));
@@ -303,7 +303,7 @@ mod tests {
     }
 
     #[test]
-    fn replicas_are_elected_through_the_stacks_kubeconfig_each_on_a_port_of_its_own_without_a_disk_registry() {
+    fn replicas_are_elected_through_their_own_kubeconfig_each_on_a_port_of_its_own_without_a_disk_registry() {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().to_str().unwrap();
         let args = Cli::try_parse_from(["up", "--split", "--offers-replicas", "3", "--data-dir", data]).unwrap().up;
@@ -313,7 +313,8 @@ mod tests {
         let mut ports = std::collections::BTreeSet::new();
         for (name, cli) in &replicas {
             assert_eq!(flag(cli, "--lease-name"), Some(OFFERS_LEASE), "{name}: {cli:?}");
-            assert_eq!(flag(cli, "--kubeconfig"), dir.path().join("kubeconfig").to_str(), "{name}");
+            let theirs = crate::offers_identity::kubeconfig_file(dir.path());
+            assert_eq!(flag(cli, "--kubeconfig"), theirs.to_str(), "{name}: not the admin's");
             assert_eq!(flag(cli, "--data-dir"), None, "{name}: the registry is in the API server: {cli:?}");
             assert!(flag(cli, "--credentials").is_some(), "{name}: the same credentials as one replica");
             ports.insert(flag(cli, "--listen").unwrap().to_owned());

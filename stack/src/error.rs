@@ -198,6 +198,12 @@ pub enum StackError {
         #[source]
         source: kube::Error,
     },
+    #[error("{what} of the offer layer's replicas")]
+    OffersIdentity {
+        what: &'static str,
+        #[source]
+        source: kube::Error,
+    },
     #[error("the admin kubeconfig {} names no cluster; start the stack again to write it anew", path.display())]
     Kubeconfig { path: PathBuf },
 }

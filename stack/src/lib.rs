@@ -10,6 +10,8 @@
 //! - [`credentials`]: `DATA/credentials/`, a principal and secret for every
 //!   component and the offer layer's ACLs, so every hop authenticates;
 //! - [`nodes`]: `mpiswarm up --nodes N`, a multi-node swarm of containers;
+//! - [`offers_identity`]: the API server user, Role and kubeconfig of the
+//!   offer layer's replicas (`--offers-replicas`);
 //! - [`down`]: `mpiswarm down`, everything of a data dir stopped and removed;
 //! - [`stack_file`]: `DATA/stack.json`, where a running stack is found;
 //! - [`tenant`]: `mpiswarm tenant add`, a team's token, namespace, roles,
@@ -29,6 +31,7 @@ pub mod down;
 pub mod error;
 pub mod images;
 pub mod nodes;
+pub mod offers_identity;
 mod restarts;
 pub mod split;
 pub mod stack_file;

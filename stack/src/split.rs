@@ -158,6 +158,7 @@ async fn start_all(
     say(&format!("API server on {apiserver} (process {})", procs[0].component.pid));
 
     let offers_clis = if args.offers_replicas > 1 {
+        crate::offers_identity::prepare(dir, &kubeconfig).await?;
         up::offers_replica_commands(args, dir, before)?
     } else {
         vec![("offers".to_owned(), up::offers_command(args, dir, before)?)]

@@ -139,7 +139,8 @@ pub async fn add(args: AddArgs) -> Result<Added> {
     let stack = stack_file::running(&args.data_dir)?;
     let admin = stack.kubeconfig.clone();
     let (data_dir, name) = (args.data_dir.clone(), args.name.clone());
-    let token = tokio::task::spawn_blocking(move || ensure_token(&tokens_file(&data_dir), &name)).await??;
+    let token =
+        tokio::task::spawn_blocking(move || ensure_token(&tokens_file(&data_dir), &name, TENANT_GROUP)).await??;
 
     let client = mpiswarm_controller::client(Some(&admin))
         .await
@@ -193,7 +194,7 @@ pub async fn add(args: AddArgs) -> Result<Added> {
 }
 
 /// How long the API server may take to read its token file again.
-const TOKEN_ACCEPTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+pub(crate) const TOKEN_ACCEPTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Waits until the API server accepts the tenant's token (it reads its token
 /// file again about once a second), so that the kubeconfig works as soon
@@ -321,8 +322,8 @@ fn role_binding(namespace: &str, name: &str, role: &str, kind: &str, subject: &s
 }
 
 /// The token of `user` in the token file at `path`, added (with a new
-/// random token) if the file does not list the user yet. Blocking.
-fn ensure_token(path: &Path, user: &str) -> Result<String> {
+/// random token, in `group`) if the file does not list the user yet. Blocking.
+pub(crate) fn ensure_token(path: &Path, user: &str, group: &str) -> Result<String> {
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -336,14 +337,14 @@ fn ensure_token(path: &Path, user: &str) -> Result<String> {
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
-    text.push_str(&token_line(&token, user));
+    text.push_str(&token_line(&token, user, group));
     file(FileAction::Writing, path, mpiswarm_guard::private::write(path, text.as_bytes()))?;
     Ok(token)
 }
 
-/// The token file line of a tenant: `token,user,uid,"groups"`.
-fn token_line(token: &str, user: &str) -> String {
-    format!("{token},{user},{user},\"{TENANT_GROUP}\"\n")
+/// The token file line of a user: `token,user,uid,"groups"`.
+fn token_line(token: &str, user: &str, group: &str) -> String {
+    format!("{token},{user},{user},\"{group}\"\n")
 }
 
 /// The token the file gives `user`, if it lists the user.
@@ -357,7 +358,7 @@ fn token_of(text: &str, user: &str) -> Option<String> {
 
 /// Writes the tenant's kubeconfig: the admin one's cluster (server and CA),
 /// the tenant's token, its namespace. Blocking.
-fn write_kubeconfig(admin: &Path, out: &Path, user: &str, token: &str, namespace: &str) -> Result<()> {
+pub(crate) fn write_kubeconfig(admin: &Path, out: &Path, user: &str, token: &str, namespace: &str) -> Result<()> {
     let text = std::fs::read_to_string(admin).map_err(|source| StackError::File {
         action: FileAction::Reading,
         path: admin.to_owned(),
@@ -396,10 +397,10 @@ mod tests {
     fn the_token_file_keeps_a_tenants_token_and_adds_new_ones_privately() {
         let dir = tempfile::tempdir().unwrap();
         let path = tokens_file(dir.path());
-        let a = ensure_token(&path, "team-a").unwrap();
+        let a = ensure_token(&path, "team-a", TENANT_GROUP).unwrap();
         assert_eq!(a.len(), 64);
-        assert_eq!(ensure_token(&path, "team-a").unwrap(), a, "adding a tenant again keeps its token");
-        let b = ensure_token(&path, "team-b").unwrap();
+        assert_eq!(ensure_token(&path, "team-a", TENANT_GROUP).unwrap(), a, "adding a tenant again keeps its token");
+        let b = ensure_token(&path, "team-b", TENANT_GROUP).unwrap();
         assert_ne!(a, b);
         let text = std::fs::read_to_string(&path).unwrap();
         assert_eq!(text, format!("{a},team-a,team-a,\"mpiswarm:tenants\"\n{b},team-b,team-b,\"mpiswarm:tenants\"\n"));
