@@ -54,6 +54,10 @@ pub enum ApiRegistryError {
     Claimed { object: String, holder: String },
     #[error("cannot write the registry {object}: {source}")]
     Write { object: String, source: Box<kube::Error> },
+    #[error(
+        "the API server did not take the write of the registry {object} within {after:?}; the change is not known to be written"
+    )]
+    WriteTimedOut { object: String, after: std::time::Duration },
     #[error("the API server did not answer in time while the registry {object} was claimed")]
     TimedOut { object: String },
     #[error("the registry {object} is written only by the replica that claimed it; this one has not")]
@@ -129,6 +133,22 @@ impl ApiRegistry {
         Ok(state)
     }
 
+    /// [`Self::write`] within `deadline` overall (every request it makes
+    /// included): an API server that takes the connection and never
+    /// answers must not hold the registrar's thread, and the calls waiting
+    /// for their change to be durable, past what a leader may act for. A
+    /// write that timed out may still have gone through: the next one then
+    /// meets a conflict with this replica as holder and is retried.
+    pub async fn write_within(
+        &self,
+        state: &RegistryState,
+        deadline: std::time::Duration,
+    ) -> Result<(), ApiRegistryError> {
+        tokio::time::timeout(deadline, self.write(state))
+            .await
+            .unwrap_or_else(|_| Err(ApiRegistryError::WriteTimedOut { object: self.object(), after: deadline }))
+    }
+
     /// Writes `state` over the version this replica last wrote. A conflict
     /// is retried once if the object still names this replica (an earlier
     /// write went through though its answer was lost); if another replica
@@ -167,6 +187,35 @@ impl ApiRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An API server that takes the connection and never answers: the
+    /// write gives up at its deadline, saying so, instead of holding the
+    /// registrar's thread for as long as the kube client would wait.
+    #[tokio::test]
+    async fn a_write_to_an_api_server_that_never_answers_fails_at_its_deadline() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url: axum::http::Uri = format!("http://{}", listener.local_addr().unwrap()).parse().unwrap();
+        let silent = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                held.push(conn);
+            }
+        });
+        let client = kube::Client::try_from(kube::Config::new(url)).unwrap();
+        let registry = ApiRegistry::new(client, "ns", "mpiswarm-offers", "a:1");
+        registry.set_version(Some("7".into()));
+        let deadline = std::time::Duration::from_millis(300);
+        let written = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            registry.write_within(&RegistryState::default(), deadline),
+        )
+        .await
+        .expect("the write ends");
+        let err = written.expect_err("nobody answered");
+        assert!(matches!(err, ApiRegistryError::WriteTimedOut { .. }), "{err}");
+        assert!(err.to_string().contains("ns/mpiswarm-offers"), "{err}");
+        silent.abort();
+    }
 
     #[test]
     fn the_crd_keeps_the_state_as_written_and_shows_the_holder() {

@@ -283,8 +283,10 @@ pub async fn start(args: OffersArgs) -> Result<Running, Error> {
             let shared_registry = ApiRegistry::new(client, &args.lease_namespace, name, &identity);
             let writer = shared_registry.clone();
             let runtime = tokio::runtime::Handle::current();
+            // A write may take as long as a Lease stands unrenewed, no longer.
+            let deadline = lock.timing.lease;
             let registrar = Registrar::spawn_writing(move |state| {
-                runtime.block_on(writer.write(state)).map_err(|e| e.to_string())
+                runtime.block_on(writer.write_within(state, deadline)).map_err(|e| e.to_string())
             })?;
             // A standby knows nothing until it wins the Lease and claims the registry.
             (crate::registry::RegistryState::default(), registrar, Some((lock, shared_registry)))
