@@ -72,18 +72,10 @@ pub async fn prepare(data_dir: &Path, admin: &Path) -> Result<PathBuf> {
 /// again about once a second): a read of the Lease through the new
 /// kubeconfig is answered, found or not.
 async fn accepted(kubeconfig: &Path) -> Result<()> {
-    let client = mpiswarm_controller::client(Some(kubeconfig))
-        .await
-        .map_err(|e| StackError::Client { kubeconfig: kubeconfig.to_owned(), source: Box::new(e) })?;
-    let leases: Api<Lease> = Api::namespaced(client, NAMESPACE);
-    let deadline = tokio::time::Instant::now() + crate::tenant::TOKEN_ACCEPTED_WITHIN;
-    loop {
-        match leases.get_opt(OFFERS_LEASE).await {
-            Ok(_) => return Ok(()),
-            Err(source) if tokio::time::Instant::now() >= deadline => {
-                return Err(StackError::OffersIdentity { what: "the API server accepting the token", source });
-            }
-            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
-        }
-    }
+    let probe = |client: kube::Client| async move {
+        Api::<Lease>::namespaced(client, NAMESPACE).get_opt(OFFERS_LEASE).await.map(drop)
+    };
+    crate::tenant::token_accepted(kubeconfig, probe)
+        .await?
+        .map_err(|source| StackError::OffersIdentity { what: "the API server accepting the token", source })
 }

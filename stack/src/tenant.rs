@@ -194,23 +194,37 @@ pub async fn add(args: AddArgs) -> Result<Added> {
 }
 
 /// How long the API server may take to read its token file again.
-pub(crate) const TOKEN_ACCEPTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+const TOKEN_ACCEPTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Waits until the API server accepts the tenant's token (it reads its token
 /// file again about once a second), so that the kubeconfig works as soon
 /// as the command returns: a list of the tenant's MpiJobs through it.
 async fn accepted(kubeconfig: &Path, namespace: &str) -> Result<()> {
+    let probe = |client: kube::Client| async move {
+        let jobs: Api<MpiJob> = Api::namespaced(client, namespace);
+        jobs.list(&kube::api::ListParams::default().limit(1)).await.map(drop)
+    };
+    token_accepted(kubeconfig, probe)
+        .await?
+        .map_err(|source| StackError::Tenant { what: "the API server accepting the token", source })
+}
+
+/// Retries `probe` through a client of `kubeconfig` until it is answered,
+/// for at most [`TOKEN_ACCEPTED_WITHIN`]: the API server then accepts the
+/// kubeconfig's token. The inner error is the probe's last, at the deadline.
+pub(crate) async fn token_accepted<F, Fut>(kubeconfig: &Path, probe: F) -> Result<std::result::Result<(), kube::Error>>
+where
+    F: Fn(kube::Client) -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<(), kube::Error>>,
+{
     let client = mpiswarm_controller::client(Some(kubeconfig))
         .await
         .map_err(|e| StackError::Client { kubeconfig: kubeconfig.to_owned(), source: Box::new(e) })?;
-    let jobs: Api<MpiJob> = Api::namespaced(client, namespace);
     let deadline = tokio::time::Instant::now() + TOKEN_ACCEPTED_WITHIN;
     loop {
-        match jobs.list(&kube::api::ListParams::default().limit(1)).await {
-            Ok(_) => return Ok(()),
-            Err(source) if tokio::time::Instant::now() >= deadline => {
-                return Err(StackError::Tenant { what: "the API server accepting the token", source });
-            }
+        match probe(client.clone()).await {
+            Ok(()) => return Ok(Ok(())),
+            Err(e) if tokio::time::Instant::now() >= deadline => return Ok(Err(e)),
             Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
         }
     }

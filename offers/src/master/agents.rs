@@ -22,6 +22,11 @@ fn role_of(task: &mpiswarm_mesos::TaskInfo, framework: Option<&Framework>) -> St
         .unwrap_or_else(|| "*".to_owned())
 }
 
+/// The key of a task an agent reports: its framework's id and its own.
+fn key_of(reported: &agent_api::ReportedTask) -> TaskKey {
+    (reported.framework_id.value.clone(), reported.task_info.task_id.value.clone())
+}
+
 /// The first resource that is not a finite, non-negative quantity, described.
 fn invalid_resource<'a>(mut resources: impl Iterator<Item = &'a mpiswarm_mesos::Resource>) -> Option<String> {
     resources.find_map(|r| {
@@ -46,7 +51,7 @@ impl Master {
     /// names this agent (every launched TaskInfo carries its agent's id),
     /// and the master does not know it on another.
     fn reported_task_is_of(&self, reported: &agent_api::ReportedTask, id: &str) -> bool {
-        let key = (reported.framework_id.value.clone(), reported.task_info.task_id.value.clone());
+        let key = key_of(reported);
         reported.task_info.agent_id.value == id && self.tasks.get(&key).is_none_or(|t| t.agent_id.value == id)
     }
 
@@ -155,8 +160,7 @@ impl Master {
         let mut after_subscribe: Vec<agent_api::Event> = Vec::new();
         let mut shutdown_frameworks = BTreeSet::new();
         let mut new_updates: Vec<(TaskKey, mpiswarm_mesos::TaskStatus)> = Vec::new();
-        let reported_keys: BTreeSet<TaskKey> =
-            subscribe_tasks.iter().map(|t| (t.framework_id.value.clone(), t.task_info.task_id.value.clone())).collect();
+        let reported_keys: BTreeSet<TaskKey> = subscribe_tasks.iter().map(key_of).collect();
         self.forget_tasks_unknown_to_agent(&id, &reported_keys, now);
         for reported in subscribe_tasks {
             let fw = reported.framework_id.value.clone();
@@ -383,8 +387,7 @@ impl Master {
         now: Duration,
     ) -> Result<(), CallError> {
         let id = self.on_current_stream(agent_id, stream_id, principal, "WITHDRAW")?.value.clone();
-        let listed: BTreeSet<TaskKey> =
-            withdraw.tasks.iter().map(|t| (t.framework_id.value.clone(), t.task_info.task_id.value.clone())).collect();
+        let listed: BTreeSet<TaskKey> = withdraw.tasks.iter().map(key_of).collect();
         let unknown = Unknown {
             aware_state: TaskState::Dropped,
             reason: Reason::ReasonAgentDraining,
@@ -394,11 +397,9 @@ impl Master {
             what: "task launched on the stream of an agent that withdrew before reading it",
         };
         self.end_tasks_not_listed(&id, &listed, &unknown, now);
-        let stream = self.agents.get(&id).and_then(|a| a.conn.as_ref()).map(|c| c.stream_id.clone());
-        if let Some(stream) = stream {
-            tracing::info!(agent = %id, tasks = listed.len(), "agent withdrew");
-            self.agent_stream_closed(&id, &stream, now);
-        }
+        tracing::info!(agent = %id, tasks = listed.len(), "agent withdrew");
+        // `on_current_stream` checked that the call came on the agent's current stream.
+        self.agent_stream_closed(&id, stream_id.unwrap_or_default(), now);
         Ok(())
     }
 
